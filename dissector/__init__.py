@@ -1,0 +1,44 @@
+"""Sans-IO dissector of the Kafka wire protocol: bytes in, events out.
+
+Nothing here opens a socket or a file. A caller (``capture``, a test, a
+notebook) owns one :class:`Connection` per TCP connection and feeds it the
+bytes of each direction with their capture timestamps (integer nanoseconds)::
+
+    conn = Connection(Options(), topics=TopicRegistry())
+    for event in conn.feed(Direction.TO_BROKER, data, ts):   # request bytes
+        ...
+    for event in conn.feed(Direction.TO_CLIENT, data, ts):   # response bytes
+        ...
+    for event in conn.gap(Direction.TO_CLIENT, ts, nbytes):  # bytes lost: resync
+        ...
+    for event in conn.close(ts):                              # end of capture
+        ...
+
+Events are the dataclasses of :mod:`dissector.events`: ``Request``,
+``Response``, ``Exchange`` (the pair, or a lone side with its status),
+``SaslToken`` and ``Anomaly``. No method raises on bad bytes.
+"""
+
+from dissector.events import (
+    Anomaly,
+    DecodeFailure,
+    Direction,
+    Event,
+    Exchange,
+    Request,
+    Response,
+    SaslToken,
+    Status,
+)
+
+__all__ = [
+    "Anomaly",
+    "DecodeFailure",
+    "Direction",
+    "Event",
+    "Exchange",
+    "Request",
+    "Response",
+    "SaslToken",
+    "Status",
+]

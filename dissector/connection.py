@@ -1,0 +1,532 @@
+"""One Kafka TCP connection as a sans-IO state machine.
+
+Every rule about a connection's state lives in this file:
+
+* Each direction is a stream of size-prefixed frames. A side is *synced* when
+  the next byte it receives starts a frame. It starts synced when the caller saw
+  the connection open, unsynced when the capture began mid-stream, and loses
+  sync when bytes are lost across a frame boundary. An unsynced side searches
+  for a frame it can prove (see ``_resync_*``) and drops what came before.
+* A gap that ends inside a frame of known size does not lose sync: the frame is
+  reported truncated and the rest of it is skipped.
+* Requests wait in ``_pending`` (insertion order = send order) until the
+  response with their correlation id arrives. Brokers answer in order, so when
+  a response pairs with a request, every request sent before it that is still
+  waiting was never answered.
+* After a SaslHandshake v0 request, frames that do not parse as Kafka are raw
+  SASL tokens, until the client sends a Kafka request again.
+
+Nothing here raises on bad bytes: failures become ``Anomaly`` events or a
+``DecodeFailure`` on the message that kept everything decoded before it.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from dissector.decoders import DECODE_ERRORS, Decoders
+from dissector.embedded import decode_group_payloads
+from dissector.events import (
+    Anomaly,
+    DecodeFailure,
+    Direction,
+    Event,
+    Exchange,
+    Request,
+    Response,
+    SaslToken,
+    Status,
+)
+from dissector.framing import (
+    _REQ_HEADER,
+    DEFAULT_MAX_FRAME,
+    find_request_frame,
+    parse_request_header,
+    parse_response_header,
+    plausible_request_header,
+    response_header_version,
+)
+from dissector.infer import infer_response
+from dissector.redact import needs_redaction, redact
+from dissector.topics import TopicRegistry
+
+_I32 = struct.Struct(">i").unpack_from
+_PACK_I32 = struct.Struct(">i").pack
+TO_BROKER = Direction.TO_BROKER
+TO_CLIENT = Direction.TO_CLIENT
+_NONE: tuple = ()
+_GROUP_APIS = frozenset({11, 14, 15})
+_RESYNC_KEEP = 1 << 20   # bytes an unsynced side keeps while it looks for a frame it can prove
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    max_frame_size: int = DEFAULT_MAX_FRAME
+    keep_secrets: bool = False
+    max_in_flight: int = 10_000        # requests awaiting a response, per connection
+    infer_orphans: bool = True
+
+
+class _Side:
+    """Reassembly state of one direction."""
+
+    __slots__ = ("chunks", "have", "need", "first_ts", "offset", "synced", "skip")
+
+    def __init__(self, synced: bool) -> None:
+        self.chunks: list[bytes] = []
+        self.have = 0          # bytes in chunks
+        self.need = 0          # length of the frame being collected (size prefix included), 0 if unknown
+        self.first_ts = 0      # capture ts of the first byte in chunks
+        self.offset = 0        # stream offset of the first byte in chunks
+        self.synced = synced
+        self.skip = 0          # bytes still to drop: the rest of a frame cut by a gap
+
+    def take(self) -> bytes:
+        buf = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+        self.chunks = []
+        self.have = 0
+        self.need = 0
+        return buf
+
+    def keep(self, rest: bytes, ts: int) -> None:
+        self.chunks = [rest] if rest else []
+        self.have = len(rest)
+        self.first_ts = ts
+
+
+class Connection:
+    """Feed bytes of both directions in capture order; get events back."""
+
+    def __init__(self, options: Options | None = None, *, topics: TopicRegistry | None = None,
+                 mid_stream: bool = False, decoders: Decoders | None = None) -> None:
+        self.options = options or Options()
+        self.topics = topics if topics is not None else TopicRegistry()
+        self._decoders = decoders or Decoders()
+        self._sides = (_Side(not mid_stream), _Side(not mid_stream))
+        self._pending: dict[int, tuple[int, Request]] = {}
+        self._seq = 0
+        self._seen_versions: dict[int, int] = {}
+        self._sasl_raw = False
+        self._sasl_mechanism: str | None = None
+        self._last_ts = 0
+
+    # -- public API -------------------------------------------------------------
+
+    def feed(self, direction: Direction, data: bytes, ts: int) -> list[Event]:
+        """Bytes that arrived on ``direction`` at capture time ``ts`` (ns)."""
+        out: list[Event] = []
+        if not data:
+            return out
+        self._last_ts = ts
+        side = self._sides[direction]
+        if side.skip:
+            if len(data) <= side.skip:
+                side.skip -= len(data)
+                side.offset += len(data)
+                return out
+            side.offset += side.skip
+            data = data[side.skip:]
+            side.skip = 0
+        if not side.synced:
+            self._feed_unsynced(direction, side, data, ts, out)
+            return out
+        if side.have:
+            side.chunks.append(data)
+            side.have += len(data)
+            if side.need == 0:
+                if side.have < 4:
+                    return out
+                head = side.take()
+                side.keep(head, side.first_ts)
+                size = _I32(head, 0)[0]
+                if not self._size_ok(direction, size):
+                    self._bad_size(direction, side, size, ts, out)
+                    return out
+                side.need = size + 4
+            if side.have < side.need:
+                return out
+            first_ts = side.first_ts
+            buf = side.take()
+        else:
+            first_ts = ts
+            buf = data
+        self._frames(direction, side, buf, first_ts, ts, out)
+        return out
+
+    def gap(self, direction: Direction, ts: int, nbytes: int | None) -> list[Event]:
+        """``nbytes`` of ``direction`` were lost (None: unknown). The side resyncs by itself."""
+        out: list[Event] = []
+        side = self._sides[direction]
+        lost = "an unknown number of" if nbytes is None else str(nbytes)
+        out.append(Anomaly("gap", direction, ts, f"{lost} bytes missing from the capture", side.offset + side.have,
+                           {"bytes": nbytes}))
+        if side.skip and nbytes is not None:
+            # Still inside the tail of a frame already reported truncated.
+            if nbytes < side.skip:
+                side.skip -= nbytes
+                side.offset += nbytes
+                return out
+            nbytes -= side.skip
+            side.offset += side.skip
+            side.skip = 0
+            if nbytes == 0:
+                return out
+        if side.synced and side.have:
+            partial = side.take()
+            need = side.need
+            self._truncated(direction, partial, need, side.first_ts, ts, side.offset, out)
+            if need and nbytes is not None and side.have + len(partial) + nbytes <= need:
+                side.skip = need - len(partial) - nbytes
+                side.offset += len(partial) + nbytes
+                return out
+            side.offset += len(partial)
+        elif side.have:
+            side.offset += side.have
+            side.take()
+        if nbytes != 0:
+            side.synced = False
+        side.offset += nbytes or 0
+        return out
+
+    def close(self, ts: int) -> list[Event]:
+        """End of the connection or of the capture: flush what is incomplete."""
+        out: list[Event] = []
+        for direction in (TO_BROKER, TO_CLIENT):
+            side = self._sides[direction]
+            if side.synced and side.have:
+                need = side.need
+                partial = side.take()
+                out.append(Anomaly("truncated", direction, ts,
+                                   f"stream ended {len(partial)} bytes into a frame of {need or 'unknown size'}",
+                                   side.offset))
+                self._truncated(direction, partial, need, side.first_ts, ts, side.offset, out)
+            elif side.have:
+                out.append(Anomaly("unsynced_tail", direction, ts,
+                                   f"{side.have} bytes at the end never matched a frame", side.offset))
+                side.take()
+        for _, req in self._pending.values():
+            out.append(Exchange(req, None, Status.NO_RESPONSE))
+        self._pending.clear()
+        return out
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    # -- framing ----------------------------------------------------------------
+
+    def _size_ok(self, direction: Direction, size: int) -> bool:
+        if size > self.options.max_frame_size:
+            return False
+        if self._sasl_raw:
+            return size >= 0
+        return size >= (8 if direction == TO_BROKER else 4)
+
+    def _bad_size(self, direction: Direction, side: _Side, size: int, ts: int, out: list[Event]) -> None:
+        out.append(Anomaly("bad_frame_size", direction, ts,
+                           f"frame size {size} outside 0..{self.options.max_frame_size}; resyncing", side.offset))
+        buf = side.take()
+        side.synced = False
+        side.offset += 1
+        self._feed_unsynced(direction, side, buf[1:], ts, out)
+
+    def _frames(self, direction: Direction, side: _Side, buf: bytes, first_ts: int, ts: int,
+                out: list[Event]) -> None:
+        """Cut complete frames off ``buf``; keep the incomplete tail."""
+        pos = 0
+        n = len(buf)
+        handle = self._request if direction == TO_BROKER else self._response
+        while n - pos >= 4:
+            size = _I32(buf, pos)[0]
+            if not self._size_ok(direction, size):
+                side.offset += pos
+                side.keep(buf[pos:], first_ts)
+                self._bad_size(direction, side, size, ts, out)
+                return
+            end = pos + 4 + size
+            if end > n:
+                side.offset += pos
+                side.keep(buf[pos:] if pos else buf, first_ts)
+                side.need = size + 4
+                return
+            handle(buf[pos + 4:end], first_ts, ts, side.offset + pos, out)
+            first_ts = ts
+            pos = end
+        side.offset += pos
+        side.keep(buf[pos:] if pos < n else b"", first_ts)
+
+    # -- requests ---------------------------------------------------------------
+
+    def _request(self, frame: bytes, first_ts: int, last_ts: int, offset: int, out: list[Event],
+                 truncated_size: int = 0) -> None:
+        if self._sasl_raw and not truncated_size and not self._looks_like_request(frame):
+            out.append(SaslToken(TO_BROKER, len(frame) + 4, first_ts, self._sasl_mechanism,
+                                 frame if self.options.keep_secrets else None))
+            return
+        try:
+            hdr = parse_request_header(frame)
+        except DECODE_ERRORS as exc:
+            out.append(Anomaly("malformed", TO_BROKER, first_ts,
+                               f"request header does not parse: {exc or type(exc).__name__}", offset))
+            return
+        self._sasl_raw = False
+        size = truncated_size or len(frame) + 4
+        d = self._decoders.decode(hdr.api_key, "request", hdr.api_version, frame, hdr.body_offset)
+        failure = None
+        raw = None
+        if d is None:
+            body = None
+            raw = frame[hdr.body_offset:]
+            out.append(Anomaly("unknown_api", TO_BROKER, first_ts,
+                               f"api key {hdr.api_key} version {hdr.api_version} is not in the schema; body kept raw",
+                               offset))
+        else:
+            body = d.body
+            failure = d.failure
+            if truncated_size and failure is not None:
+                failure = DecodeFailure("Truncated", f"frame cut after {len(frame) + 4} of {truncated_size} bytes",
+                                        failure.offset)
+            elif failure is None and d.end != len(frame) and not truncated_size:
+                out.append(Anomaly("trailing_bytes", TO_BROKER, first_ts,
+                                   f"{len(frame) - d.end} bytes after the {hdr.api_key}/v{hdr.api_version} request body",
+                                   offset))
+            self._after_request(hdr.api_key, hdr.api_version, body)
+        req = Request(hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id, size, first_ts, last_ts,
+                      hdr.header_version, body, failure, offset, raw, hdr.tags)
+        self._seen_versions[hdr.api_key] = hdr.api_version
+        out.append(req)
+        if failure is not None and not truncated_size:
+            out.append(Anomaly("malformed", TO_BROKER, first_ts,
+                               f"{req.api_name} v{hdr.api_version} request: {failure.error} at byte {failure.offset}: "
+                               f"{failure.detail}", offset))
+        if not req.expects_response:
+            out.append(Exchange(req, None, Status.NO_RESPONSE_EXPECTED))
+            return
+        pending = self._pending
+        old = pending.pop(hdr.correlation_id, None)
+        if old is not None:
+            out.append(Exchange(old[1], None, Status.NO_RESPONSE))
+        self._seq += 1
+        pending[hdr.correlation_id] = (self._seq, req)
+        if len(pending) > self.options.max_in_flight:
+            oldest = next(iter(pending))
+            out.append(Exchange(pending.pop(oldest)[1], None, Status.NO_RESPONSE))
+
+    def _after_request(self, api_key: int, version: int, body: dict[str, Any]) -> None:
+        if api_key == 17 and version == 0:  # SaslHandshake v0: raw tokens follow
+            self._sasl_raw = True
+            self._sasl_mechanism = body.get("mechanism")
+        elif api_key == 17:
+            self._sasl_mechanism = body.get("mechanism")
+        if api_key in _GROUP_APIS:
+            decode_group_payloads(self._decoders, api_key, "request", body, None)
+        if not self.options.keep_secrets and needs_redaction(api_key):
+            redact(api_key, body, self._sasl_mechanism)
+
+    def _looks_like_request(self, frame: bytes) -> bool:
+        if len(frame) < 8:
+            return False
+        api_key, version, corr = struct.unpack_from(">hhi", frame, 0)
+        if corr < 0 or (api_key, version) not in _REQ_HEADER:
+            return False
+        from dissector.framing import request_frame_decodes
+        return request_frame_decodes(frame, self._decoders)
+
+    # -- responses --------------------------------------------------------------
+
+    def _response(self, frame: bytes, first_ts: int, last_ts: int, offset: int, out: list[Event],
+                  truncated_size: int = 0) -> None:
+        if len(frame) < 4:
+            if self._sasl_raw or self._sasl_mechanism:
+                out.append(SaslToken(TO_CLIENT, len(frame) + 4, first_ts, self._sasl_mechanism,
+                                     frame if self.options.keep_secrets else None))
+            else:
+                out.append(Anomaly("malformed", TO_CLIENT, first_ts, f"response of {len(frame)} bytes has no header",
+                                   offset))
+            return
+        corr = _I32(frame, 0)[0]
+        entry = self._pending.pop(corr, None)
+        size = truncated_size or len(frame) + 4
+        if entry is None:
+            if self._sasl_raw:
+                out.append(SaslToken(TO_CLIENT, size, first_ts, self._sasl_mechanism,
+                                     frame if self.options.keep_secrets else None))
+                return
+            self._orphan(frame, corr, size, first_ts, last_ts, offset, out)
+            return
+        seq, req = entry
+        pending = self._pending
+        while pending:
+            first = next(iter(pending))
+            if pending[first][0] > seq:
+                break
+            out.append(Exchange(pending.pop(first)[1], None, Status.NO_RESPONSE))
+        if req.body is None:
+            resp = Response(corr, size, first_ts, last_ts, req.api_key, req.api_version, None, None, None,
+                            stream_offset=offset, raw=frame[4:])
+            out.append(resp)
+            out.append(Exchange(req, resp, Status.OK))
+            return
+        hv = response_header_version(req.api_key, req.api_version)
+        try:
+            _, body_offset, tags = parse_response_header(frame, hv)
+        except DECODE_ERRORS as exc:
+            failure = DecodeFailure(type(exc).__name__, "response header tagged fields do not parse", 4)
+            resp = Response(corr, size, first_ts, last_ts, req.api_key, req.api_version, hv, None, failure,
+                            stream_offset=offset, raw=frame[4:])
+            out.append(resp)
+            out.append(Exchange(req, resp, Status.MALFORMED))
+            return
+        d = self._decoders.decode(req.api_key, "response", req.api_version, frame, body_offset)
+        assert d is not None  # the request decoded with this api/version, so the schema has it
+        failure = d.failure
+        status = Status.OK
+        if truncated_size and failure is not None:
+            failure = DecodeFailure("Truncated", f"frame cut after {len(frame) + 4} of {truncated_size} bytes",
+                                    failure.offset)
+        elif failure is not None:
+            status = Status.MALFORMED
+            out.append(Anomaly("malformed", TO_CLIENT, first_ts,
+                               f"{req.api_name} v{req.api_version} response: {failure.error} at byte {failure.offset}: "
+                               f"{failure.detail}", offset))
+        elif d.end != len(frame) and not truncated_size:
+            out.append(Anomaly("trailing_bytes", TO_CLIENT, first_ts,
+                               f"{len(frame) - d.end} bytes after the {req.api_name} v{req.api_version} response body",
+                               offset))
+        self._after_response(req.api_key, d.body, req.body)
+        resp = Response(corr, size, first_ts, last_ts, req.api_key, req.api_version, hv, d.body, failure,
+                        stream_offset=offset, header_tags=tags)
+        out.append(resp)
+        out.append(Exchange(req, resp, status))
+
+    def _after_response(self, api_key: int, body: dict[str, Any], request_body: dict[str, Any] | None) -> None:
+        self.topics.learn_from_response(api_key, body)
+        if api_key in _GROUP_APIS:
+            decode_group_payloads(self._decoders, api_key, "response", body, request_body)
+        if not self.options.keep_secrets and needs_redaction(api_key):
+            redact(api_key, body, self._sasl_mechanism)
+
+    def _orphan(self, frame: bytes, corr: int, size: int, first_ts: int, last_ts: int, offset: int,
+                out: list[Event]) -> None:
+        guess = infer_response(self._decoders, frame, self._seen_versions) if self.options.infer_orphans else None
+        if guess is None:
+            resp = Response(corr, size, first_ts, last_ts, None, None, None, None, None, stream_offset=offset,
+                            raw=frame[4:])
+        else:
+            self._after_response(guess.api_key, guess.body, None)
+            resp = Response(corr, size, first_ts, last_ts, guess.api_key, guess.api_version, guess.header_version,
+                            guess.body, None, inferred=True, stream_offset=offset)
+        out.append(resp)
+        out.append(Exchange(None, resp, Status.ORPHAN_RESPONSE))
+
+    # -- damage -----------------------------------------------------------------
+
+    def _truncated(self, direction: Direction, partial: bytes, need: int, first_ts: int, ts: int, offset: int,
+                   out: list[Event]) -> None:
+        """Report what can be read of a frame whose end was lost."""
+        if len(partial) < 4 + (8 if direction == TO_BROKER else 4):
+            return
+        size = need or _I32(partial, 0)[0] + 4
+        if direction == TO_BROKER:
+            self._request(partial[4:], first_ts, ts, offset, out, truncated_size=size)
+        else:
+            self._response(partial[4:], first_ts, ts, offset, out, truncated_size=size)
+
+    def _feed_unsynced(self, direction: Direction, side: _Side, data: bytes, ts: int, out: list[Event]) -> None:
+        """Collect bytes until a frame that can be proven starts; resume framing there."""
+        segment_start = side.have
+        if side.have:
+            side.chunks.append(data)
+            side.have += len(data)
+            if side.need and side.have < side.need:
+                return  # waiting for a candidate frame to complete before testing it
+        else:
+            side.keep(data, ts)
+        buf = side.take()
+        if direction == TO_BROKER:
+            at, waiting = self._resync_request(buf)
+        else:
+            at, waiting = self._resync_response(buf, segment_start)
+        if at is None:
+            # Keep a tail in which a frame header may straddle the next segment.
+            keep = buf[-_RESYNC_KEEP:] if waiting else buf[-13:]
+            side.offset += len(buf) - len(keep)
+            side.keep(keep, ts)
+            return
+        if waiting:
+            side.offset += at
+            side.keep(buf[at:], ts)
+            side.need = waiting
+            return
+        if at:
+            out.append(Anomaly("resync", direction, ts, f"skipped {at} bytes to the next provable frame",
+                               side.offset, {"skipped": at}))
+        else:
+            out.append(Anomaly("resync", direction, ts, "found a frame boundary", side.offset, {"skipped": 0}))
+        side.offset += at
+        side.synced = True
+        self._frames(direction, side, buf[at:] if at else buf, ts, ts, out)
+
+    def _resync_request(self, buf: bytes) -> tuple[int | None, int]:
+        """(offset of a proven request frame, 0) or (offset of a candidate, bytes it needs)."""
+        max_frame = self.options.max_frame_size
+        pos = 0
+        while True:
+            at = find_request_frame(buf, pos, max_frame)
+            if at is None:
+                return None, 0
+            size = plausible_request_header(buf, at, max_frame)
+            assert size is not None
+            if at + 4 + size > len(buf):
+                if size + 4 <= _RESYNC_KEEP or at == 0:
+                    return at, size + 4
+                pos = at + 1
+                continue
+            from dissector.framing import request_frame_decodes
+            if request_frame_decodes(buf[at + 4:at + 4 + size], self._decoders):
+                return at, 0
+            pos = at + 1
+
+    def _resync_response(self, buf: bytes, segment_start: int) -> tuple[int | None, int]:
+        """A response is proven by the correlation id of a waiting request and a body that decodes."""
+        best: int | None = None
+        best_wait = 0
+        for corr, (_, req) in self._pending.items():
+            needle = _PACK_I32(corr)
+            pos = buf.find(needle, 4)
+            while pos != -1 and (best is None or pos - 4 < best):
+                at = pos - 4
+                size = _I32(buf, at)[0]
+                if 4 <= size <= self.options.max_frame_size:
+                    if at + 4 + size > len(buf):
+                        if best is None or at < best:
+                            best, best_wait = at, size + 4
+                    elif self._response_decodes(buf[at + 4:at + 4 + size], req):
+                        best, best_wait = at, 0
+                        break
+                pos = buf.find(needle, pos + 1)
+        if best is not None:
+            return best, best_wait
+        if self.options.infer_orphans and not self._pending:
+            # Nothing to pair with (a one-sided or late-started capture): a response
+            # that starts a segment and ends exactly where the bytes end is likely
+            # whole; accept it only if exactly one api decodes it.
+            if len(buf) - segment_start >= 8:
+                size = _I32(buf, segment_start)[0]
+                if segment_start + 4 + size == len(buf):
+                    frame = buf[segment_start + 4:]
+                    if infer_response(self._decoders, frame, self._seen_versions) is not None:
+                        return segment_start, 0
+        return None, 0
+
+    def _response_decodes(self, frame: bytes, req: Request) -> bool:
+        if req.body is None:
+            return False
+        try:
+            _, body_offset, _ = parse_response_header(frame, response_header_version(req.api_key, req.api_version))
+        except DECODE_ERRORS:
+            return False
+        d = self._decoders.decode(req.api_key, "response", req.api_version, frame, body_offset)
+        return d is not None and d.failure is None and d.end == len(frame)

@@ -1,0 +1,81 @@
+"""Protocols carried inside Kafka fields as opaque bytes.
+
+The classic consumer group protocol puts a subscription (JoinGroup metadata)
+and an assignment (SyncGroup) inside ``bytes`` fields; the broker never looks
+at them, but a developer debugging a rebalance needs them. They are decoded
+when the group's protocol type is ``consumer`` (or, for old SyncGroup versions
+that do not say, when the bytes decode as an assignment completely) and the
+bytes are replaced by ``{"version": v, ...fields}``.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from dissector import schema
+from dissector.decoders import Decoders, run
+
+_H = struct.Struct(">h").unpack_from
+
+SUBSCRIPTION = "ConsumerProtocolSubscription"
+ASSIGNMENT = "ConsumerProtocolAssignment"
+
+
+def decode_consumer_data(decoders: Decoders, name: str, data: Any) -> Any:
+    """Decode subscription/assignment bytes, or return them unchanged if they do not decode cleanly."""
+    if not isinstance(data, (bytes, bytearray)) or len(data) < 2:
+        return data
+    version = _H(data, 0)[0]
+    lo_hi = schema.data_versions(name)
+    if lo_hi is None or version < lo_hi[0]:
+        return data
+    # Newer versions only append fields, so decode an unknown one with the newest we know.
+    fn = decoders.get_data(name, min(version, lo_hi[1]))
+    if fn is None:
+        return data
+    d = run(fn, data, 2)
+    if d.failure is not None or (d.end != len(data) and version <= lo_hi[1]):
+        return data
+    return {"version": version, **d.body}
+
+
+def _is_consumer(protocol_type: Any) -> bool | None:
+    if protocol_type is None:
+        return None
+    return protocol_type == "consumer"
+
+
+def decode_group_payloads(decoders: Decoders, api_key: int, kind: str, body: dict,
+                          request_body: dict | None) -> None:
+    """Replace consumer-protocol bytes in JoinGroup, SyncGroup and DescribeGroups bodies, in place."""
+    if api_key == 11:  # JoinGroup
+        ptype = body.get("protocol_type")
+        if ptype is None and request_body is not None:
+            ptype = request_body.get("protocol_type")
+        if _is_consumer(ptype) is False:
+            return
+        if kind == "request":
+            for p in body.get("protocols") or ():
+                p["metadata"] = decode_consumer_data(decoders, SUBSCRIPTION, p.get("metadata"))
+        else:
+            for m in body.get("members") or ():
+                m["metadata"] = decode_consumer_data(decoders, SUBSCRIPTION, m.get("metadata"))
+    elif api_key == 14:  # SyncGroup
+        ptype = body.get("protocol_type")
+        if ptype is None and request_body is not None:
+            ptype = request_body.get("protocol_type")
+        if _is_consumer(ptype) is False:
+            return
+        if kind == "request":
+            for a in body.get("assignments") or ():
+                a["assignment"] = decode_consumer_data(decoders, ASSIGNMENT, a.get("assignment"))
+        elif "assignment" in body:
+            body["assignment"] = decode_consumer_data(decoders, ASSIGNMENT, body["assignment"])
+    elif api_key == 15 and kind == "response":  # DescribeGroups
+        for g in body.get("groups") or ():
+            if _is_consumer(g.get("protocol_type")) is not True:
+                continue
+            for m in g.get("members") or ():
+                m["member_metadata"] = decode_consumer_data(decoders, SUBSCRIPTION, m.get("member_metadata"))
+                m["member_assignment"] = decode_consumer_data(decoders, ASSIGNMENT, m.get("member_assignment"))

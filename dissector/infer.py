@@ -1,0 +1,81 @@
+"""Guessing the api of a response whose request was never captured.
+
+A capture that starts late holds responses to requests sent before it began.
+Every response schema is tried; the guess stands only when the candidates that
+decode the frame completely and plausibly all belong to one api key. Among that
+key's versions the one this connection's client was seen using wins, else the
+newest that fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dissector import schema
+from dissector.decoders import Decoders
+from dissector.framing import parse_response_header
+
+MAX_INFER_SIZE = 1 << 20  # beyond this, trying ~370 schemas costs more than a guess is worth
+
+
+@dataclass(slots=True)
+class Inference:
+    api_key: int
+    api_version: int
+    header_version: int
+    body: dict[str, Any]
+    candidates: list[tuple[int, int]]
+
+
+def _plausible(value: Any) -> bool:
+    """No unknown error codes, negative throttles or mangled strings anywhere in the body."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key.endswith("error_code") and isinstance(item, int) and not schema.is_known_error(item):
+                return False
+            if key == "throttle_time_ms" and isinstance(item, int) and not 0 <= item < 86_400_000:
+                return False
+            if not _plausible(item):
+                return False
+        return True
+    if isinstance(value, list):
+        return all(_plausible(item) for item in value)
+    if isinstance(value, str):
+        return "\ufffd" not in value and value.isprintable()
+    return True
+
+
+def infer_response(decoders: Decoders, frame: bytes, seen_versions: dict[int, int] | None = None) -> Inference | None:
+    if len(frame) < 4 or len(frame) > MAX_INFER_SIZE:
+        return None
+    fits: list[tuple[int, int, int, dict]] = []
+    header_cache: dict[int, int | None] = {}
+    for api_key in schema.api_keys():
+        lo, hi = schema.version_range(api_key)  # type: ignore[misc]
+        for version in range(lo, hi + 1):
+            hv = schema.response_header_version(api_key, version)
+            if hv not in header_cache:
+                try:
+                    header_cache[hv] = parse_response_header(frame, hv)[1]
+                except Exception:
+                    header_cache[hv] = None
+            start = header_cache[hv]
+            if start is None:
+                continue
+            d = decoders.decode(api_key, "response", version, frame, start)
+            if d is None or d.failure is not None or d.end != len(frame):
+                continue
+            if not d.body or not _plausible(d.body):
+                continue
+            fits.append((api_key, version, hv, d.body))
+    keys = {f[0] for f in fits}
+    if len(keys) != 1:
+        return None
+    api_key = keys.pop()
+    chosen = None
+    if seen_versions and api_key in seen_versions:
+        chosen = next((f for f in fits if f[1] == seen_versions[api_key]), None)
+    if chosen is None:
+        chosen = fits[-1]
+    return Inference(api_key, chosen[1], chosen[2], chosen[3], [(f[0], f[1]) for f in fits])
