@@ -26,7 +26,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from dissector.decoders import DECODE_ERRORS, Decoders
+from dissector.decoders import DECODE_ERRORS, Decoders, default_decoders
 from dissector.embedded import decode_group_payloads
 from dissector.events import (
     Anomaly,
@@ -46,6 +46,7 @@ from dissector.framing import (
     parse_request_header,
     parse_response_header,
     plausible_request_header,
+    request_frame_decodes,
     response_header_version,
 )
 from dissector.infer import infer_response
@@ -103,7 +104,7 @@ class Connection:
                  mid_stream: bool = False, decoders: Decoders | None = None) -> None:
         self.options = options or Options()
         self.topics = topics if topics is not None else TopicRegistry()
-        self._decoders = decoders or Decoders()
+        self._decoders = decoders or default_decoders()
         self._sides = (_Side(not mid_stream), _Side(not mid_stream))
         self._pending: dict[int, tuple[int, Request]] = {}
         self._seq = 0
@@ -174,8 +175,8 @@ class Connection:
             if nbytes == 0:
                 return out
         if side.synced and side.have:
-            partial = side.take()
             need = side.need
+            partial = side.take()
             self._truncated(direction, partial, need, side.first_ts, ts, side.offset, out)
             if need and nbytes is not None and side.have + len(partial) + nbytes <= need:
                 side.skip = need - len(partial) - nbytes
@@ -331,7 +332,6 @@ class Connection:
         api_key, version, corr = struct.unpack_from(">hhi", frame, 0)
         if corr < 0 or (api_key, version) not in _REQ_HEADER:
             return False
-        from dissector.framing import request_frame_decodes
         return request_frame_decodes(frame, self._decoders)
 
     # -- responses --------------------------------------------------------------
@@ -484,7 +484,6 @@ class Connection:
                     return at, size + 4
                 pos = at + 1
                 continue
-            from dissector.framing import request_frame_decodes
             if request_frame_decodes(buf[at + 4:at + 4 + size], self._decoders):
                 return at, 0
             pos = at + 1

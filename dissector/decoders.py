@@ -333,6 +333,20 @@ class Decoders:
         return run(fn, b, o)
 
 
+_shared: list[Decoders] = []
+
+
+def default_decoders() -> Decoders:
+    """One compiled set for every connection of a process.
+
+    Decoders are pure functions of the schema, so sharing them is safe and saves
+    compiling the same ones again for each of thousands of connections.
+    """
+    if not _shared:
+        _shared.append(Decoders())
+    return _shared[0]
+
+
 def run(fn: Callable[[bytes, int, dict], int], b: bytes, o: int) -> Decoded:
     r: dict[str, Any] = {}
     try:

@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass
 
 from dissector import schema
-from dissector.decoders import DECODE_ERRORS, read_tags
+from dissector.decoders import DECODE_ERRORS, Decoders, default_decoders, read_tags
 from dissector.errors import Underflow
 
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # a broker's socket.request.max.bytes default
@@ -157,31 +157,17 @@ def sniff_request(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> Sniff:
     return Sniff.KAFKA if request_frame_decodes(data[4:size + 4]) else Sniff.NOT_KAFKA
 
 
-def request_frame_decodes(frame: bytes, decoders=None) -> bool:
+def request_frame_decodes(frame: bytes, decoders: Decoders | None = None) -> bool:
     """Header and body decode with no failure and nothing left over (but a few pad bytes)."""
-    from dissector.decoders import Decoders
     try:
         hdr = parse_request_header(frame)
     except DECODE_ERRORS:
         return False
-    d = (decoders or _shared_decoders()).decode(hdr.api_key, "request", hdr.api_version, frame, hdr.body_offset)
+    d = (decoders or default_decoders()).decode(hdr.api_key, "request", hdr.api_version, frame, hdr.body_offset)
     if d is None or d.failure is not None:
         return False
     # librdkafka pads ApiVersions v0 requests with 4 bytes; allow only that.
     return d.end == len(frame) or (hdr.api_key == 18 and len(frame) - d.end <= 4)
-
-
-_DECODERS = None
-
-
-def _shared_decoders():
-    # Plausibility checks need a decoder; compiled decoders are pure, so one
-    # lazily built set serves every caller.
-    global _DECODERS
-    if _DECODERS is None:
-        from dissector.decoders import Decoders
-        _DECODERS = Decoders()
-    return _DECODERS
 
 
 # A size below 112 MiB, a known-looking api key (0..127), a version below 32,

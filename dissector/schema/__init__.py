@@ -199,10 +199,10 @@ def coverage() -> list[Coverage]:
 
 def format_coverage() -> str:
     rows = coverage()
-    lines = [f"{'key':>3}  {'api':<36} {'versions':<9} {'flexible':<9} spec"]
+    lines = [f"{'key':>3}  {'api':<38} {'versions':<9} {'flexible':<9} spec"]
     for r in rows:
         flex = f"v{r.flexible_from}+" if r.flexible_from is not None else "-"
-        lines.append(f"{r.api_key:>3}  {r.name:<36} {f'{r.min_version}-{r.max_version}':<9} {flex:<9} {'+'.join(r.spec_releases)}")
+        lines.append(f"{r.api_key:>3}  {r.name:<38} {f'{r.min_version}-{r.max_version}':<9} {flex:<9} {'+'.join(r.spec_releases)}")
     total = sum(r.max_version - r.min_version + 1 for r in rows)
     lines.append(f"{len(rows)} api keys, {total} versions")
     return "\n".join(lines)

@@ -1,0 +1,309 @@
+"""Behaviour of the sans-IO connection: pairing, timing, damage, SASL, secrets.
+
+Frames here are hand-built with the project's encoder because each test needs
+one precise situation (a lost segment at a given byte, a reused correlation
+id); real-capture decoding is proven in tests/capture and tests/kdissect.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from dissector.connection import Connection, Options
+from dissector.encoder import encode_data, request_frame, response_frame
+from dissector.events import Anomaly, Direction, Exchange, Request, Response, SaslToken, Status
+from dissector.redact import REDACTED
+from dissector.topics import TopicRegistry
+from dissector.views import partition_rows
+
+B = Direction.TO_BROKER
+C = Direction.TO_CLIENT
+
+
+def metadata_req(corr: int, topics=("orders",)) -> bytes:
+    return request_frame(3, 1, corr, "app", {"topics": [{"name": t} for t in topics]})
+
+
+def metadata_resp(corr: int) -> bytes:
+    return response_frame(3, 1, corr, {
+        "brokers": [{"node_id": 1, "host": "b1", "port": 9092, "rack": None}],
+        "controller_id": 1,
+        "topics": [{"error_code": 0, "name": "orders", "is_internal": False, "partitions": []}],
+    })
+
+
+def heartbeat_req(corr: int) -> bytes:
+    return request_frame(12, 0, corr, "app", {"group_id": "g", "generation_id": 1, "member_id": "m"})
+
+
+def heartbeat_resp(corr: int, error: int = 0) -> bytes:
+    return response_frame(12, 0, corr, {"error_code": error})
+
+
+def exchanges(events) -> list[Exchange]:
+    return [e for e in events if isinstance(e, Exchange)]
+
+
+def test_pipelined_requests_pair_by_correlation_id_and_time_from_last_request_byte():
+    conn = Connection()
+    events = []
+    req = metadata_req(7)
+    events += conn.feed(B, req[:10], 1_000)
+    events += conn.feed(B, req[10:], 2_000)          # request's last byte at 2 µs
+    events += conn.feed(B, heartbeat_req(8), 3_000)
+    events += conn.feed(C, metadata_resp(7), 10_000)  # response's first byte at 10 µs
+    events += conn.feed(C, heartbeat_resp(8, error=27), 12_000)
+    ex = exchanges(events)
+    assert [(e.api_key, e.correlation_id, e.status) for e in ex] == [(3, 7, Status.OK), (12, 8, Status.OK)]
+    assert ex[0].latency_ns == 8_000
+    assert ex[0].request.first_ts == 1_000 and ex[0].request.last_ts == 2_000
+    assert ex[0].response.body["topics"][0]["name"] == "orders"
+    assert ex[1].response.body["error_code"] == 27
+    assert ex[0].request.client_id == "app"
+
+
+def test_whole_byte_by_byte_and_coalesced_feeds_agree():
+    frames_b = metadata_req(1) + heartbeat_req(2)
+    frames_c = metadata_resp(1) + heartbeat_resp(2)
+
+    def run(chunk: int):
+        conn = Connection()
+        out = []
+        for i in range(0, len(frames_b), chunk):
+            out += conn.feed(B, frames_b[i:i + chunk], 0)
+        for i in range(0, len(frames_c), chunk):
+            out += conn.feed(C, frames_c[i:i + chunk], 0)
+        return [(e.api_key, e.correlation_id, e.status, e.request.body, e.response.body) for e in exchanges(out)]
+
+    whole = run(len(frames_b) + len(frames_c))
+    assert len(whole) == 2
+    assert run(1) == whole
+    assert run(7) == whole
+
+
+def test_unanswered_request_before_an_answered_one_is_no_response():
+    conn = Connection()
+    events = conn.feed(B, heartbeat_req(1) + heartbeat_req(2), 0)
+    events += conn.feed(C, heartbeat_resp(2), 5)
+    ex = exchanges(events)
+    assert [(e.correlation_id, e.status) for e in ex] == [(1, Status.NO_RESPONSE), (2, Status.OK)]
+
+
+def test_reused_correlation_id_pairs_with_latest_request():
+    conn = Connection()
+    events = conn.feed(B, heartbeat_req(5), 0)
+    events += conn.feed(B, metadata_req(5), 1)
+    events += conn.feed(C, metadata_resp(5), 2)
+    ex = exchanges(events)
+    assert [(e.api_key, e.status) for e in ex] == [(12, Status.NO_RESPONSE), (3, Status.OK)]
+
+
+def produce_req(corr: int, acks: int, version: int = 3) -> bytes:
+    return request_frame(0, version, corr, "p", {
+        "transactional_id": None, "acks": acks, "timeout_ms": 1000,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": None}]}],
+    })
+
+
+def test_acks_zero_produce_expects_no_response():
+    conn = Connection()
+    ex = exchanges(conn.feed(B, produce_req(1, acks=0), 0))
+    assert [(e.api_key, e.status, e.response) for e in ex] == [(0, Status.NO_RESPONSE_EXPECTED, None)]
+    assert conn.in_flight == 0
+
+
+def test_close_reports_requests_never_answered():
+    conn = Connection()
+    conn.feed(B, heartbeat_req(3), 0)
+    ex = exchanges(conn.close(10))
+    assert [(e.correlation_id, e.status) for e in ex] == [(3, Status.NO_RESPONSE)]
+
+
+def test_gap_inside_a_frame_reports_it_truncated_and_keeps_sync():
+    big = request_frame(3, 1, 1, "app", {"topics": [{"name": "x" * 200}]})
+    conn = Connection()
+    events = conn.feed(B, big[:60], 0)
+    events += conn.gap(B, 1, 100)                 # bytes 60..159 lost, frame continues to its end
+    events += conn.feed(B, big[160:], 2)
+    events += conn.feed(B, heartbeat_req(2), 3)   # next frame starts exactly after: still in sync
+    events += conn.feed(C, metadata_resp(1) + heartbeat_resp(2), 4)
+    reqs = [e for e in events if isinstance(e, Request)]
+    assert [(r.api_key, r.correlation_id) for r in reqs] == [(3, 1), (12, 2)]
+    assert reqs[0].failure is not None and reqs[0].failure.error == "Truncated"
+    assert reqs[0].size == len(big)
+    assert reqs[1].failure is None
+    assert [(e.correlation_id, e.status) for e in exchanges(events)] == [(1, Status.OK), (2, Status.OK)]
+    assert any(isinstance(e, Anomaly) and e.kind == "gap" for e in events)
+    assert not any(isinstance(e, Anomaly) and e.kind == "resync" for e in events)
+
+
+def test_gap_across_frames_resyncs_on_a_provable_request_and_invents_nothing():
+    stream = heartbeat_req(1) + metadata_req(2) + heartbeat_req(3) + heartbeat_req(4)
+    cut = len(heartbeat_req(1)) + 5
+    lost = 40  # past the end of the Metadata frame and into heartbeat 3: sync is lost
+    conn = Connection()
+    events = conn.feed(B, stream[:cut], 0)
+    events += conn.gap(B, 1, lost)
+    events += conn.feed(B, stream[cut + lost:], 2)
+    reqs = [(e.api_key, e.correlation_id) for e in events if isinstance(e, Request) and e.failure is None]
+    assert reqs == [(12, 1), (12, 4)]
+    resync = [e for e in events if isinstance(e, Anomaly) and e.kind == "resync"]
+    assert len(resync) == 1 and resync[0].extra["skipped"] > 0
+
+
+def test_capture_starting_mid_stream_skips_to_the_first_whole_frame():
+    stream = metadata_req(1, topics=("a" * 50,)) + heartbeat_req(2)
+    conn = Connection(mid_stream=True)
+    events = conn.feed(B, stream[17:], 0)
+    events += conn.feed(C, heartbeat_resp(2), 1)
+    assert [(e.api_key, e.correlation_id, e.status) for e in exchanges(events)] == [(12, 2, Status.OK)]
+
+
+def test_orphan_response_of_a_unique_api_is_inferred():
+    resp = response_frame(18, 3, 99, {
+        "error_code": 0,
+        "api_keys": [{"api_key": 0, "min_version": 0, "max_version": 11},
+                     {"api_key": 1, "min_version": 0, "max_version": 17}],
+        "throttle_time_ms": 0, "supported_features": [], "finalized_features_epoch": -1,
+        "finalized_features": [], "zk_migration_ready": False,
+    })
+    conn = Connection()
+    ex = exchanges(conn.feed(C, resp, 0))
+    assert len(ex) == 1 and ex[0].status == Status.ORPHAN_RESPONSE
+    assert ex[0].response.inferred and ex[0].response.api_key == 18
+    assert ex[0].response.body["api_keys"][1]["max_version"] == 17
+
+
+def test_orphan_response_that_many_apis_parse_stays_undecoded():
+    conn = Connection()
+    ex = exchanges(conn.feed(C, heartbeat_resp(4), 0))  # a lone int16: fits dozens of apis
+    assert ex[0].status == Status.ORPHAN_RESPONSE
+    assert ex[0].response.api_key is None and ex[0].response.body is None
+    assert ex[0].response.correlation_id == 4 and ex[0].response.size == len(heartbeat_resp(4))
+
+
+def test_absurd_frame_size_is_an_anomaly_not_an_exception():
+    conn = Connection()
+    events = conn.feed(B, struct.pack(">i", 0x7FFFFFF0) + b"\x00" * 64, 0)
+    events += conn.feed(B, heartbeat_req(1), 1)
+    assert any(isinstance(e, Anomaly) and e.kind == "bad_frame_size" for e in events)
+    assert [(e.api_key, e.correlation_id) for e in events if isinstance(e, Request)] == [(12, 1)]
+
+
+def test_unknown_version_keeps_header_and_raw_body():
+    # Heartbeat is flexible from v4, so a future v500 carries request header v2 (tags after the client id).
+    frame = struct.pack(">ihhihb", 13, 12, 500, 1, 0, 0) + b"\x01\x02"
+    conn = Connection()
+    events = conn.feed(B, frame, 0)
+    events += conn.feed(C, struct.pack(">ii", 6, 1) + b"\x00\x00", 1)
+    req = next(e for e in events if isinstance(e, Request))
+    assert (req.api_key, req.api_version, req.correlation_id, req.body, req.raw) == (12, 500, 1, None, b"\x01\x02")
+    ex = exchanges(events)
+    assert ex[0].status == Status.OK and ex[0].response.raw == b"\x00\x00"
+    assert any(isinstance(e, Anomaly) and e.kind == "unknown_api" for e in events)
+
+
+def sasl_session(keep_secrets: bool):
+    conn = Connection(Options(keep_secrets=keep_secrets))
+    events = conn.feed(B, request_frame(17, 0, 1, "c", {"mechanism": "PLAIN"}), 0)
+    events += conn.feed(C, response_frame(17, 0, 1, {"error_code": 0, "mechanisms": ["PLAIN"]}), 1)
+    token = b"\x00alice\x00s3cret"
+    events += conn.feed(B, struct.pack(">i", len(token)) + token, 2)
+    events += conn.feed(C, struct.pack(">i", 0), 3)
+    events += conn.feed(B, heartbeat_req(2), 4)
+    events += conn.feed(C, heartbeat_resp(2), 5)
+    return events
+
+
+def test_raw_sasl_tokens_after_handshake_v0_are_tokens_and_redacted():
+    events = sasl_session(keep_secrets=False)
+    tokens = [e for e in events if isinstance(e, SaslToken)]
+    assert [(t.direction, t.size, t.mechanism, t.token) for t in tokens] == [(B, 17, "PLAIN", None), (C, 4, "PLAIN", None)]
+    assert [(e.api_key, e.status) for e in exchanges(events)] == [(17, Status.OK), (12, Status.OK)]
+    assert not any(isinstance(e, Anomaly) for e in events)
+
+
+def test_raw_sasl_tokens_kept_when_asked():
+    tokens = [e for e in sasl_session(keep_secrets=True) if isinstance(e, SaslToken)]
+    assert tokens[0].token == b"\x00alice\x00s3cret"
+
+
+def test_sasl_authenticate_plain_password_redacted_user_kept():
+    conn = Connection()
+    conn.feed(B, request_frame(17, 1, 1, "c", {"mechanism": "PLAIN"}), 0)
+    conn.feed(C, response_frame(17, 1, 1, {"error_code": 0, "mechanisms": ["PLAIN"]}), 1)
+    events = conn.feed(B, request_frame(36, 2, 2, "c", {"auth_bytes": b"\x00alice\x00s3cret"}), 2)
+    req = next(e for e in events if isinstance(e, Request))
+    assert req.body["auth_bytes"] == REDACTED
+    assert req.body["sasl_plain_username"] == "alice"
+    assert "s3cret" not in repr(req.body)
+
+
+def test_sensitive_config_values_redacted():
+    conn = Connection()
+    events = conn.feed(B, request_frame(44, 0, 1, "admin", {
+        "resources": [{"resource_type": 4, "resource_name": "1", "configs": [
+            {"name": "ssl.keystore.password", "config_operation": 0, "value": "hunter2"},
+            {"name": "log.retention.ms", "config_operation": 0, "value": "1000"}]}],
+        "validate_only": False}), 0)
+    configs = next(e for e in events if isinstance(e, Request)).body["resources"][0]["configs"]
+    assert [c["value"] for c in configs] == [REDACTED, "1000"]
+
+
+def test_consumer_protocol_inside_join_group_is_decoded():
+    subscription = encode_data("ConsumerProtocolSubscription", 1,
+                               {"topics": ["orders", "payments"], "user_data": None,
+                                "owned_partitions": [{"topic": "orders", "partitions": [0, 1]}]},
+                               version_prefix=True)
+    conn = Connection()
+    events = conn.feed(B, request_frame(11, 5, 1, "c", {
+        "group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 30000, "member_id": "",
+        "group_instance_id": None, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": subscription}]}), 0)
+    meta = next(e for e in events if isinstance(e, Request)).body["protocols"][0]["metadata"]
+    assert meta["version"] == 1
+    assert meta["topics"] == ["orders", "payments"]
+    assert meta["owned_partitions"] == [{"topic": "orders", "partitions": [0, 1]}]
+
+
+def test_topic_ids_resolved_through_metadata_seen_on_another_connection():
+    registry = TopicRegistry()
+    meta_conn = Connection(topics=registry)
+    meta_conn.feed(B, request_frame(3, 12, 1, "c", {"topics": None, "allow_auto_topic_creation": False,
+                                                   "include_topic_authorized_operations": False}), 0)
+    tid = "xKTA33FfQbecpJXGJ0TVbA"
+    meta_conn.feed(C, response_frame(3, 12, 1, {
+        "throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": 1,
+        "topics": [{"error_code": 0, "name": "orders", "topic_id": tid, "is_internal": False, "partitions": [],
+                    "topic_authorized_operations": 0}]}), 1)
+    fetch_conn = Connection(topics=registry)
+    events = fetch_conn.feed(B, request_frame(1, 13, 2, "c", {
+        "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1000, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic_id": tid, "partitions": [{"partition": 3, "current_leader_epoch": 0, "fetch_offset": 42,
+                                                    "last_fetched_epoch": -1, "log_start_offset": -1,
+                                                    "partition_max_bytes": 100}]}],
+        "forgotten_topics_data": [], "rack_id": ""}), 2)
+    req = next(e for e in events if isinstance(e, Request))
+    rows = list(partition_rows(1, "request", 13, req.body, registry))
+    assert [(r.topic, r.topic_id, r.partition, r.offset) for r in rows] == [("orders", tid, 3, 42)]
+
+
+def test_controlled_shutdown_v0_has_no_client_id():
+    frame = request_frame(7, 0, 9, None, {"broker_id": 3})
+    assert frame == struct.pack(">ihhii", 12, 7, 0, 9, 3)
+    conn = Connection()
+    req = next(e for e in conn.feed(B, frame, 0) if isinstance(e, Request))
+    assert (req.header_version, req.client_id, req.body) == (0, None, {"broker_id": 3})
+
+
+def test_malformed_body_keeps_what_decoded_and_where_it_failed():
+    good = metadata_req(4, topics=("alpha", "beta"))
+    # Claim 3 topics but carry 2: the decoder runs out of bytes inside the third.
+    bad = good[:14 + 3] + struct.pack(">i", 3) + good[14 + 3 + 4:]
+    conn = Connection()
+    events = conn.feed(B, bad, 0)
+    req = next(e for e in events if isinstance(e, Request))
+    assert req.body["topics"][:2] == [{"name": "alpha"}, {"name": "beta"}]
+    assert req.failure is not None and req.failure.offset == len(bad) - 4
+    assert any(isinstance(e, Anomaly) and e.kind == "malformed" for e in events)
