@@ -381,6 +381,13 @@ class Connection:
             return
         d = self._decoders.decode(req.api_key, "response", req.api_version, frame, body_offset)
         assert d is not None  # the request decoded with this api/version, so the schema has it
+        if (req.api_key == 18 and (d.failure is not None or d.end != len(frame))
+                and frame[body_offset:body_offset + 2] == b"\x00\x23"):
+            # A broker that does not support the ApiVersions version asked for
+            # answers UNSUPPORTED_VERSION in the v0 layout; clients re-read it so.
+            v0 = self._decoders.decode(18, "response", 0, frame, body_offset)
+            if v0 is not None and v0.failure is None and v0.end == len(frame):
+                d = v0
         failure = d.failure
         status = Status.OK
         if truncated_size and failure is not None:

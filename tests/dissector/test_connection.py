@@ -307,3 +307,14 @@ def test_malformed_body_keeps_what_decoded_and_where_it_failed():
     assert req.body["topics"][:2] == [{"name": "alpha"}, {"name": "beta"}]
     assert req.failure is not None and req.failure.offset == len(bad) - 4
     assert any(isinstance(e, Anomaly) and e.kind == "malformed" for e in events)
+
+
+def test_api_versions_unsupported_version_reply_is_read_as_v0():
+    conn = Connection()
+    conn.feed(B, request_frame(18, 3, 1, "c", {"client_software_name": "x", "client_software_version": "1"}), 0)
+    events = conn.feed(C, response_frame(18, 0, 1, {
+        "error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}]}), 1)
+    ex = exchanges(events)[0]
+    assert ex.status == Status.OK and ex.response.failure is None
+    assert ex.response.body == {"error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}]}
+    assert not any(isinstance(e, Anomaly) for e in events)
