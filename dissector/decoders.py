@@ -238,7 +238,9 @@ class _Writer:
                 entries = ", ".join(f"{f.tag}: {self.tag_function(f)}" for f in tagged)
                 table = self.name("_tg")
                 self.lines.append(f"{table} = {{{entries}}}")
-            body.append(f"{ind}o = _tags(b, o, r, {table})")
+            # Nearly every tagged-field section on the wire is empty: skip the call then.
+            body.append(f"{ind}if b[o]: o = _tags(b, o, r, {table})")
+            body.append(f"{ind}else: o += 1")
         body.append(f"{ind}return o")
         self.lines.append(f"def {fn}(b, o, r):")
         self.lines += body

@@ -115,11 +115,22 @@ class Generator:
         commons = {c["name"]: c for c in spec.get("commonStructs", [])}
         return self.build_fields(spec.get("fields", []), commons)
 
-    def specs(self) -> dict[str, dict[str, dict]]:
-        found: dict[str, dict[str, dict]] = {}
+    def specs(self) -> dict[object, dict[str, dict]]:
+        """Specs grouped by what they define: (api key, kind) for messages, the name for data.
+
+        Grouping by api key rather than file name matters: an api can be renamed
+        between releases (api 74 was ListClientMetricsResources in 3.9 and is
+        ListConfigResources in 4.4) and is still one version history.
+        """
+        found: dict[object, dict[str, dict]] = {}
         for folder in SPEC_FOLDERS:
             for path in sorted((self.root / "messages" / folder).glob("*.json")):
-                found.setdefault(path.stem, {})[folder] = load_spec(path)
+                spec = load_spec(path)
+                if spec["type"] in ("request", "response"):
+                    key: object = (spec["apiKey"], spec["type"])
+                else:
+                    key = spec["name"]
+                found.setdefault(key, {})[folder] = spec
         return found
 
     def variants(self, by_folder: dict[str, dict]) -> list[tuple]:
@@ -156,7 +167,7 @@ class Generator:
         specs = self.specs()
         apis: dict[int, dict] = {}
         data: dict[str, list] = {}
-        for stem, by_folder in specs.items():
+        for by_folder in specs.values():
             newest = next(by_folder[f] for f in SPEC_FOLDERS if f in by_folder)
             kind = newest["type"]
             if kind in ("request", "response"):
