@@ -42,6 +42,7 @@ from dissector.events import (
 from dissector.framing import (
     _REQ_HEADER,
     DEFAULT_MAX_FRAME,
+    MAX_PAD,
     find_request_frame,
     parse_request_header,
     parse_response_header,
@@ -535,4 +536,4 @@ class Connection:
         except DECODE_ERRORS:
             return False
         d = self._decoders.decode(req.api_key, "response", req.api_version, frame, body_offset)
-        return d is not None and d.failure is None and d.end == len(frame)
+        return d is not None and d.failure is None and len(frame) - d.end <= MAX_PAD

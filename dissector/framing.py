@@ -19,6 +19,9 @@ from dissector.decoders import DECODE_ERRORS, Decoders, default_decoders, read_t
 from dissector.errors import Underflow
 
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # a broker's socket.request.max.bytes default
+# Real peers leave a few stray bytes after a body (librdkafka: 4 after ApiVersions v0,
+# 3 after a null Metadata topics array). A frame proven otherwise may carry that many.
+MAX_PAD = 4
 
 _SIZE = struct.Struct(">i").unpack_from
 _HHI = struct.Struct(">hhi").unpack_from
@@ -166,8 +169,7 @@ def request_frame_decodes(frame: bytes, decoders: Decoders | None = None) -> boo
     d = (decoders or default_decoders()).decode(hdr.api_key, "request", hdr.api_version, frame, hdr.body_offset)
     if d is None or d.failure is not None:
         return False
-    # librdkafka pads ApiVersions v0 requests with 4 bytes; allow only that.
-    return d.end == len(frame) or (hdr.api_key == 18 and len(frame) - d.end <= 4)
+    return len(frame) - d.end <= MAX_PAD
 
 
 # A size below 112 MiB, a known-looking api key (0..127), a version below 32,

@@ -32,6 +32,8 @@ def _plausible(value: Any) -> bool:
     """No unknown error codes, negative throttles or mangled strings anywhere in the body."""
     if isinstance(value, dict):
         for key, item in value.items():
+            if not isinstance(key, str):  # raw unknown tags, keyed by tag number
+                continue
             if key.endswith("error_code") and isinstance(item, int) and not schema.is_known_error(item):
                 return False
             if key == "throttle_time_ms" and isinstance(item, int) and not 0 <= item < 86_400_000:

@@ -1,0 +1,93 @@
+"""Packets in, ordered TCP byte streams out, fed to the sans-IO Kafka dissector.
+
+    from capture import read_capture, CaptureOptions
+    run = read_capture("traffic.pcapng.gz", CaptureOptions())
+    for ev in run:                 # CaptureEvent(conn: ConnectionInfo | None, event)
+        ...
+    print(run.stats)
+
+Files (pcap, pcapng, either gzipped) and live interfaces (:mod:`capture.live`)
+go through the same :class:`Pipeline`. Only an unreadable input raises
+:class:`CaptureError`; everything else is an event. Besides the dissector's own
+events and :class:`ConnectionEnd`, capture reports ``dissector.events.Anomaly``
+kinds (``conn`` None for capture-level ones):
+
+* file: ``capture_truncated``, ``capture_corrupt``, ``caplen_exceeds_wirelen`` and
+  ``caplen_exceeds_snaplen`` (once per file), ``capture_drops`` (writer/kernel
+  counters), ``no_timestamps``, ``unsupported_linktype``;
+* packets: ``ip_fragment``, ``truncated_header``, ``malformed`` (capped per kind);
+* streams: ``gap`` (the dissector's, with ``extra["reason"]`` lost / truncated /
+  midstream and ``extra["tcp_offset"]`` added), ``tcp_conflict``, ``tcp_out_of_window``;
+* connections: ``tls`` (seen on a Kafka port, not decodable), ``dissector_error``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator, Iterator
+
+from capture.capfile import open_capture
+from capture.detect import WELL_KNOWN_PORTS, KafkaProbe, parse_ports
+from capture.errors import CaptureError
+from capture.flows import ConnectionEnd, ConnectionInfo
+from capture.pipeline import CaptureEvent, CaptureOptions, CaptureStats, Pipeline
+from capture.records import RawRecord, RecordSource
+
+__all__ = [
+    "WELL_KNOWN_PORTS",
+    "CaptureError",
+    "CaptureEvent",
+    "CaptureOptions",
+    "CaptureRun",
+    "CaptureStats",
+    "ConnectionEnd",
+    "ConnectionInfo",
+    "KafkaProbe",
+    "Pipeline",
+    "RawRecord",
+    "RecordSource",
+    "open_capture",
+    "parse_ports",
+    "read_capture",
+]
+
+
+class CaptureRun:
+    """An iterator of :class:`CaptureEvent` over one capture file, with live ``stats``.
+
+    ``stats.bytes_read`` / ``stats.size`` drive a progress bar; the file is
+    closed when iteration ends (or on :meth:`close`).
+    """
+
+    def __init__(self, source: RecordSource, pipeline: Pipeline) -> None:
+        self.source = source
+        self.pipeline = pipeline
+        self._events: Generator[CaptureEvent, None, None] = pipeline.run(source)
+
+    @property
+    def stats(self) -> CaptureStats:
+        return self.pipeline.stats
+
+    def __iter__(self) -> Iterator[CaptureEvent]:
+        return self
+
+    def __next__(self) -> CaptureEvent:
+        try:
+            return next(self._events)
+        except BaseException:
+            self.source.close()
+            raise
+
+    def close(self) -> None:
+        self._events.close()
+        self.source.close()
+
+
+def read_capture(path: str | os.PathLike[str], options: CaptureOptions | None = None,
+                 **pipeline_kw: object) -> CaptureRun:
+    """Events of every Kafka connection in a pcap/pcapng file (gzip allowed).
+
+    Raises :class:`CaptureError` at once when ``path`` is not a readable capture.
+    """
+    source = open_capture(path)
+    return CaptureRun(source, Pipeline(options, **pipeline_kw))  # type: ignore[arg-type]

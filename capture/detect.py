@@ -1,0 +1,218 @@
+"""Deciding which TCP connections carry Kafka, and which end is the broker.
+
+By default every TCP connection is examined: it is Kafka when its first client
+bytes parse as a plausible request (``sniff_request``), or, joined mid-stream,
+when a plausible request frame turns up in one direction within the first
+``limit`` bytes (``find_request_frame``); that direction is client->broker.
+With explicit ports, traffic on them is taken as Kafka without asking.
+TLS on a Kafka port is recognised and reported as such (seen, not decodable).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+WELL_KNOWN_PORTS = frozenset({9092, 9093, 9094, 9192, 9193, 9194})
+
+
+def parse_ports(spec: str) -> frozenset[int]:
+    """``"9092,9093,30000-30010"`` -> the set of ports; ValueError with a one-line reason."""
+    ports: set[int] = set()
+    for part in spec.replace(" ", "").split(","):
+        if not part:
+            continue
+        lo_s, sep, hi_s = part.partition("-")
+        try:
+            lo = int(lo_s)
+            hi = int(hi_s) if sep else lo
+        except ValueError:
+            raise ValueError(f"bad port {part!r} in {spec!r} (expected N or N-M)") from None
+        if not (1 <= lo <= hi <= 65535):
+            raise ValueError(f"bad port range {part!r} in {spec!r} (ports are 1-65535, low-high)")
+        ports.update(range(lo, hi + 1))
+    if not ports:
+        raise ValueError(f"no ports in {spec!r}")
+    return frozenset(ports)
+
+
+class Verdict(str, enum.Enum):
+    KAFKA = "kafka"
+    TLS = "tls"
+    NOT_KAFKA = "not_kafka"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    verdict: Verdict
+    client_half: int | None     # index of the half (0/1) that flows client -> broker
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaProbe:
+    """The dissector's framing heuristics, injectable so capture can be tested on its own."""
+
+    sniff_request: Callable[[bytes], Any]              # -> Sniff.KAFKA / NOT_KAFKA / NEED_MORE
+    find_request_frame: Callable[[bytes, int], int | None]        # a plausible header anywhere
+    kafka: Any                                         # the Sniff members to compare with
+    not_kafka: Any
+    find_whole_request: Callable[[bytes, int], int | None] | None = None   # a whole frame that decodes
+
+    @classmethod
+    def from_dissector(cls) -> KafkaProbe:
+        from dissector.framing import Sniff, find_request_frame, sniff_request
+
+        def whole(data: bytes, start: int) -> int | None:
+            return find_request_frame(data, start, require_complete=True)
+        return cls(sniff_request, find_request_frame, Sniff.KAFKA, Sniff.NOT_KAFKA, whole)
+
+
+def looks_like_tls(data: bytes, handshake_only: bool) -> bool:
+    """A TLS record header: content type, version 3.x, and a length TLS allows."""
+    if len(data) < 5 or data[1] != 3 or data[2] > 4:
+        return False
+    if handshake_only:
+        ok = data[0] == 0x16
+    else:
+        ok = 0x14 <= data[0] <= 0x18
+    return ok and ((data[3] << 8) | data[4]) <= 0x4800
+
+
+# A PostgreSQL startup message reads as a Metadata v0 request header (protocol
+# 3.0 = api key 3, version 0); its first parameter name gives it away.
+_PG_STARTUP = re.compile(rb"....\x00\x03\x00\x00[a-z_][a-z_.]*\x00", re.DOTALL)
+
+
+def _obviously_other(data: bytes) -> bool:
+    return _PG_STARTUP.match(data) is not None
+
+
+def _incomplete_at_start(data: bytes) -> bool:
+    return len(data) >= 4 and int.from_bytes(data[:4], "big") + 4 > len(data)
+
+
+def _response_like(data: bytes) -> bool:
+    # size (int32) then correlation id: a frame of at least a header, at most 128 MiB
+    return len(data) >= 8 and 4 <= int.from_bytes(data[:4], "big") <= (1 << 27)
+
+
+class Detector:
+    """Stateless rules; the flow holds the buffered bytes and asks again as more arrive."""
+
+    def __init__(self, probe: KafkaProbe | None, ports: frozenset[int] | None) -> None:
+        self.probe = probe
+        self.ports = ports
+        self.kafka_ports = ports if ports else WELL_KNOWN_PORTS
+
+    def broker_half_by_port(self, src_ports: tuple[int, int]) -> int | None:
+        """The half whose *source* is a Kafka port (it carries responses), if exactly one is."""
+        a, b = (p in self.kafka_ports for p in src_ports)
+        if a != b:
+            return 0 if a else 1
+        return None
+
+    def client_half_by_port(self, src_ports: tuple[int, int]) -> int:
+        broker = self.broker_half_by_port(src_ports)
+        if broker is not None:
+            return 1 - broker
+        # Servers usually listen on the lower port; clients get ephemeral ones.
+        return 0 if src_ports[0] > src_ports[1] else 1
+
+    def decide(self, bufs: tuple[bytes, bytes], full: tuple[bool, bool], client_half: int | None,
+               src_ports: tuple[int, int], final: bool) -> Decision | None:
+        """A decision, or None to wait for more bytes.
+
+        ``full[h]``: half h buffered the detection limit (or hit a gap) and will get no more;
+        ``client_half``: known from the SYN; ``final``: no more bytes will come at all.
+        """
+        on_kafka_port = any(p in self.kafka_ports for p in src_ports)
+        if self.ports is not None:
+            return self._explicit(bufs, full, client_half, src_ports, final)
+        if client_half is not None:
+            return self._from_start(bufs, full, client_half, on_kafka_port, final)
+        return self._midstream(bufs, full, src_ports, on_kafka_port, final)
+
+    def _explicit(self, bufs: tuple[bytes, bytes], full: tuple[bool, bool], client_half: int | None,
+                  src_ports: tuple[int, int], final: bool) -> Decision | None:
+        if client_half is None:
+            client_half = self.client_half_by_port(src_ports)
+        first = bufs[client_half] or bufs[1 - client_half]
+        if len(first) < 5 and not (final or any(full)):
+            return None
+        if looks_like_tls(first, handshake_only=False):
+            return Decision(Verdict.TLS, client_half, "TLS records on a Kafka port")
+        return Decision(Verdict.KAFKA, client_half, "explicit Kafka port")
+
+    def _from_start(self, bufs: tuple[bytes, bytes], full: tuple[bool, bool], client: int,
+                    on_kafka_port: bool, final: bool) -> Decision | None:
+        c, s = bufs[client], bufs[1 - client]
+        if not c:
+            if s:
+                return Decision(Verdict.NOT_KAFKA, client, "the server spoke first")
+            return Decision(Verdict.NOT_KAFKA, client, "no client bytes") if final else None
+        if looks_like_tls(c, handshake_only=True):
+            if on_kafka_port:
+                return Decision(Verdict.TLS, client, "TLS handshake on a Kafka port")
+            return Decision(Verdict.NOT_KAFKA, client, "TLS")
+        if _obviously_other(c):
+            return Decision(Verdict.NOT_KAFKA, client, "PostgreSQL startup")
+        assert self.probe is not None
+        sniff = self.probe.sniff_request(c)
+        if sniff == self.probe.kafka:
+            return Decision(Verdict.KAFKA, client, "first client bytes are a Kafka request")
+        if sniff == self.probe.not_kafka:
+            return Decision(Verdict.NOT_KAFKA, client, "first client bytes are not a Kafka request")
+        if not (final or full[client]):
+            return None
+        # No more bytes to look at (a hole, snaplen, the end): a plausible header will do.
+        if self.probe.find_request_frame(c, 0) == 0:
+            return Decision(Verdict.KAFKA, client, "a plausible Kafka request header (the rest not captured)")
+        if on_kafka_port:
+            return Decision(Verdict.KAFKA, client, "too few client bytes captured; Kafka port")
+        return Decision(Verdict.NOT_KAFKA, client, "first client bytes are not a Kafka request")
+
+    def _midstream(self, bufs: tuple[bytes, bytes], full: tuple[bool, bool], src_ports: tuple[int, int],
+                   on_kafka_port: bool, final: bool) -> Decision | None:
+        if on_kafka_port:
+            for h in (0, 1):
+                if looks_like_tls(bufs[h], handshake_only=False):
+                    broker = self.broker_half_by_port(src_ports)
+                    client = 1 - broker if broker is not None else 1 - h
+                    return Decision(Verdict.TLS, client, "TLS records on a Kafka port")
+        assert self.probe is not None
+        probe = self.probe
+        halves = [h for h in (0, 1) if bufs[h] and not _obviously_other(bufs[h])]
+        # A plausible header can occur by chance inside other bytes (a response body):
+        # prefer a whole request frame that decodes, and the earliest one.
+        find = probe.find_whole_request or probe.find_request_frame
+        found = {h: at for h in halves if (at := find(bufs[h], 0)) is not None}
+        broker = self.broker_half_by_port(src_ports)
+        if broker is not None and found:
+            # A Kafka port names the broker; request-like bytes coming *from* it are
+            # more likely a coincidence inside a response than a reversed connection.
+            if 1 - broker in found:
+                return Decision(Verdict.KAFKA, 1 - broker, "a Kafka request frame towards the Kafka port")
+        elif len(found) == 1:
+            return Decision(Verdict.KAFKA, next(iter(found)), "a Kafka request frame in one direction")
+        elif len(found) == 2:
+            first = min(found, key=lambda h: (found[h], src_ports[h] < src_ports[1 - h]))
+            return Decision(Verdict.KAFKA, first, "request frames both ways; the earliest taken")
+        if probe.find_whole_request is not None:
+            # A request too large to be whole yet: its header, right at the start, will do.
+            started = [h for h in halves if h != broker and _incomplete_at_start(bufs[h])
+                       and probe.find_request_frame(bufs[h], 0) == 0]
+            if len(started) == 1:
+                return Decision(Verdict.KAFKA, started[0], "a large Kafka request starts one direction")
+        if on_kafka_port and (final or any(full)):
+            # Only responses seen (a one-sided capture, or a long response): trust the Kafka
+            # port, if the broker's bytes start like a response frame.
+            client = self.client_half_by_port(src_ports)
+            if _response_like(bufs[1 - client]):
+                return Decision(Verdict.KAFKA, client, "no request seen; responses on a Kafka port")
+        if not (final or all(full)):
+            return None
+        return Decision(Verdict.NOT_KAFKA, None, "no Kafka request frame")

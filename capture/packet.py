@@ -1,0 +1,285 @@
+"""Link layer, IPv4/IPv6 and TCP headers, straight from raw bytes.
+
+One parser per link type, ``parser(data, wirelen)``, returns either
+
+* a :data:`Segment` tuple ``(key, sport, dport, seq, ack, flags, payload, missing)``;
+  ``key`` is the source address, destination address and both ports as one bytes
+  object (12 bytes for IPv4, 36 for IPv6): the cheapest hashable flow key, and
+  :func:`reverse_key` gives the other direction's;
+  ``missing`` is how many payload bytes the capture did not keep (snaplen);
+* ``None`` for anything that is not TCP over IP (skipped quietly);
+* a :class:`PacketIssue` for a packet worth reporting (fragment, cut header, malformed).
+
+No objects per packet besides the tuple and the slices; no scapy.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from capture import linktypes
+
+Segment = tuple[bytes, int, int, int, int, int, bytes, int]
+
+FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
+
+ETH_IPV4, ETH_IPV6 = 0x0800, 0x86DD
+VLAN_TPIDS = frozenset({0x8100, 0x88A8, 0x9100, 0x9200})
+AF_INET6_VALUES = frozenset({10, 24, 28, 30})    # Linux, OpenBSD/NetBSD, FreeBSD, Darwin
+
+_IP4 = struct.Struct("!BxHxxHxB").unpack_from          # version/ihl, total length, flags/fragment, protocol
+_IP6 = struct.Struct("!BxxxHB").unpack_from            # version, payload length, next header
+_TCP = struct.Struct("!HHIIBB").unpack_from             # ports, seq, ack, data offset, flags
+_U16 = struct.Struct("!H").unpack_from
+
+
+@dataclass(frozen=True, slots=True)
+class PacketIssue:
+    kind: str          # ip_fragment, truncated_header, malformed
+    detail: str
+
+
+TRUNCATED_IP = PacketIssue("truncated_header", "IP header cut by the capture's snaplen; packet skipped")
+TRUNCATED_TCP = PacketIssue("truncated_header", "TCP header cut by the capture's snaplen; packet skipped")
+BAD_IP4 = PacketIssue("malformed", "IPv4 header with a bad version or length; packet skipped")
+BAD_IP6 = PacketIssue("malformed", "IPv6 extension headers run past the packet; packet skipped")
+BAD_TCP = PacketIssue("malformed", "TCP data offset outside the packet; packet skipped")
+
+ParseResult = Segment | PacketIssue | None
+Parser = Callable[[bytes, int], ParseResult]
+
+
+def ipv4(data: bytes, off: int, wirelen: int) -> ParseResult:
+    n = len(data)
+    if n < off + 20:
+        return TRUNCATED_IP if n > off else None
+    vhl, total, frag, proto = _IP4(data, off)
+    if proto != 6:
+        return None
+    ihl = (vhl & 15) << 2
+    if vhl >> 4 != 4 or ihl < 20 or (total and total < ihl):
+        return BAD_IP4
+    if frag & 0x3FFF:
+        return _fragment4(data, off, frag)
+    l4 = off + ihl
+    if n < l4 + 20:
+        return TRUNCATED_TCP
+    sport, dport, seq, ack, doff, flags = _TCP(data, l4)
+    start = l4 + ((doff >> 4) << 2)
+    # Total length 0 is what TCP segmentation offload leaves in a sender-side capture.
+    end = off + total if total else n + max(wirelen - n, 0)
+    if start > end or doff < 0x50:
+        return BAD_TCP
+    key = data[off + 12:off + 20] + data[l4:l4 + 4]
+    if end <= n:
+        return (key, sport, dport, seq, ack, flags, data[start:end], 0)
+    return (key, sport, dport, seq, ack, flags, data[start:n], end - max(n, start))
+
+
+def _fragment4(data: bytes, off: int, frag: int) -> PacketIssue:
+    src = ipaddress.IPv4Address(data[off + 12:off + 16])
+    dst = ipaddress.IPv4Address(data[off + 16:off + 20])
+    ident = _U16(data, off + 4)[0]
+    where = f"offset {(frag & 0x1FFF) * 8}" if frag & 0x1FFF else "first fragment"
+    return PacketIssue("ip_fragment", f"IPv4 fragment {src} -> {dst} id {ident} ({where}): "
+                                      "fragments are not reassembled; the TCP stream shows a gap")
+
+
+def ipv6(data: bytes, off: int, wirelen: int) -> ParseResult:
+    n = len(data)
+    if n < off + 40:
+        return TRUNCATED_IP if n > off else None
+    ver, plen, nh = _IP6(data, off)
+    if ver >> 4 != 6:
+        return BAD_IP6
+    p = off + 40
+    while nh != 6:
+        if p + 8 > n:
+            return TRUNCATED_IP if nh in (0, 43, 44, 51, 60) else None
+        if nh == 0 or nh == 43 or nh == 60:          # hop-by-hop, routing, destination options
+            nh, p = data[p], p + ((data[p + 1] + 1) << 3)
+        elif nh == 44:
+            return _fragment6(data, off, p)
+        elif nh == 51:                               # authentication header
+            nh, p = data[p], p + ((data[p + 1] + 2) << 2)
+        else:
+            return None
+    if n < p + 20:
+        return TRUNCATED_TCP
+    sport, dport, seq, ack, doff, flags = _TCP(data, p)
+    start = p + ((doff >> 4) << 2)
+    end = off + 40 + plen if plen else n + max(wirelen - n, 0)   # 0: jumbogram or offload
+    if start > end or doff < 0x50:
+        return BAD_TCP
+    key = data[off + 8:off + 40] + data[p:p + 4]
+    if end <= n:
+        return (key, sport, dport, seq, ack, flags, data[start:end], 0)
+    return (key, sport, dport, seq, ack, flags, data[start:n], end - max(n, start))
+
+
+def _fragment6(data: bytes, off: int, p: int) -> PacketIssue | None:
+    if data[p] != 6 and _U16(data, p + 2)[0] & 0xFFF8 == 0:
+        return None     # a first fragment of something other than TCP
+    src = ipaddress.IPv6Address(data[off + 8:off + 24])
+    dst = ipaddress.IPv6Address(data[off + 24:off + 40])
+    fo = _U16(data, p + 2)[0] & 0xFFF8
+    where = f"offset {fo}" if fo else "first fragment"
+    return PacketIssue("ip_fragment", f"IPv6 fragment {src} -> {dst} ({where}): "
+                                      "fragments are not reassembled; the TCP stream shows a gap")
+
+
+def _by_ethertype(data: bytes, et: int, off: int, wirelen: int) -> ParseResult:
+    while et in VLAN_TPIDS:
+        if len(data) < off + 4:
+            return None
+        et = (data[off + 2] << 8) | data[off + 3]
+        off += 4
+    if et == ETH_IPV4:
+        return ipv4(data, off, wirelen)
+    if et == ETH_IPV6:
+        return ipv6(data, off, wirelen)
+    return None
+
+
+def _fast_ipv4(l3: int, ethertype_at: int | None) -> Callable[[bytes], Segment | None]:
+    """The common case in one ``unpack_from``: IPv4 without options, unfragmented TCP, fully captured.
+
+    Returns None when the packet is anything else, for the general parser to handle.
+    With a 20-byte IP header the addresses and the ports are adjacent, so the
+    flow key is a single slice.
+    """
+    et_fmt = f"{ethertype_at}xH{l3 - ethertype_at - 2}x" if ethertype_at is not None else f"{l3}x"
+    unpack = struct.Struct("!" + et_fmt + "BxHxxHxB10xHHIIBB").unpack_from
+    need = l3 + 40
+    key_lo, key_hi, tcp_end = l3 + 12, l3 + 24, l3 + 20
+    want_et = 0x0800 if ethertype_at is not None else None
+
+    if want_et is None:
+        def fast(data: bytes) -> Segment | None:
+            n = len(data)
+            if n < need:
+                return None
+            vhl, total, frag, proto, sport, dport, seq, ack, doff, flags = unpack(data, 0)
+            if vhl != 0x45 or proto != 6 or frag & 0x3FFF or doff < 0x50:
+                return None
+            start = tcp_end + ((doff >> 4) << 2)
+            end = l3 + total
+            if start <= end <= n:
+                return (data[key_lo:key_hi], sport, dport, seq, ack, flags, data[start:end], 0)
+            return None
+    else:
+        def fast(data: bytes) -> Segment | None:
+            n = len(data)
+            if n < need:
+                return None
+            et, vhl, total, frag, proto, sport, dport, seq, ack, doff, flags = unpack(data, 0)
+            if et != 0x0800 or vhl != 0x45 or proto != 6 or frag & 0x3FFF or doff < 0x50:
+                return None
+            start = tcp_end + ((doff >> 4) << 2)
+            end = l3 + total
+            if start <= end <= n:
+                return (data[key_lo:key_hi], sport, dport, seq, ack, flags, data[start:end], 0)
+            return None
+    return fast
+
+
+_fast_ether = _fast_ipv4(14, 12)
+_fast_sll = _fast_ipv4(16, 14)
+_fast_sll2 = _fast_ipv4(20, 0)
+_fast_raw = _fast_ipv4(0, None)
+
+
+def ethernet(data: bytes, wirelen: int) -> ParseResult:
+    seg = _fast_ether(data)
+    if seg is not None:
+        return seg
+    if len(data) < 14:
+        return None
+    return _by_ethertype(data, (data[12] << 8) | data[13], 14, wirelen)
+
+
+def linux_sll(data: bytes, wirelen: int) -> ParseResult:
+    seg = _fast_sll(data)
+    if seg is not None:
+        return seg
+    if len(data) < 16:
+        return None
+    return _by_ethertype(data, (data[14] << 8) | data[15], 16, wirelen)
+
+
+def linux_sll2(data: bytes, wirelen: int) -> ParseResult:
+    seg = _fast_sll2(data)
+    if seg is not None:
+        return seg
+    if len(data) < 20:
+        return None
+    return _by_ethertype(data, (data[0] << 8) | data[1], 20, wirelen)
+
+
+def bsd_loopback(data: bytes, wirelen: int) -> ParseResult:
+    # The family is a 4-byte integer in either byte order; its value fits one byte.
+    if len(data) < 4:
+        return None
+    family = data[0] or data[3]
+    if family == 2:
+        return ipv4(data, 4, wirelen)
+    if family in AF_INET6_VALUES:
+        return ipv6(data, 4, wirelen)
+    return None
+
+
+def raw_ip(data: bytes, wirelen: int) -> ParseResult:
+    seg = _fast_raw(data)
+    if seg is not None:
+        return seg
+    if not data:
+        return None
+    v = data[0] >> 4
+    if v == 4:
+        return ipv4(data, 0, wirelen)
+    if v == 6:
+        return ipv6(data, 0, wirelen)
+    return None
+
+
+def raw_ipv4(data: bytes, wirelen: int) -> ParseResult:
+    return ipv4(data, 0, wirelen)
+
+
+def raw_ipv6(data: bytes, wirelen: int) -> ParseResult:
+    return ipv6(data, 0, wirelen)
+
+
+PARSERS: dict[int, Parser] = {
+    linktypes.ETHERNET: ethernet,
+    linktypes.LINUX_SLL: linux_sll,
+    linktypes.LINUX_SLL2: linux_sll2,
+    linktypes.NULL: bsd_loopback,
+    linktypes.LOOP: bsd_loopback,
+    linktypes.RAW: raw_ip,
+    linktypes.RAW_12: raw_ip,
+    linktypes.RAW_14: raw_ip,
+    linktypes.IPV4: raw_ipv4,
+    linktypes.IPV6: raw_ipv6,
+}
+
+
+def parser_for(linktype: int) -> Parser | None:
+    return PARSERS.get(linktype)
+
+
+def reverse_key(key: bytes) -> bytes:
+    """The flow key of the opposite direction."""
+    if len(key) == 12:
+        return key[4:8] + key[0:4] + key[10:12] + key[8:10]
+    return key[16:32] + key[0:16] + key[34:36] + key[32:34]
+
+
+def key_endpoints(key: bytes) -> tuple[str, int, str, int]:
+    """(source ip, source port, destination ip, destination port) rendered once per connection."""
+    n = 4 if len(key) == 12 else 16
+    src, dst, ports = ipaddress.ip_address(key[:n]), ipaddress.ip_address(key[n:2 * n]), key[2 * n:]
+    return str(src), _U16(ports, 0)[0], str(dst), _U16(ports, 2)[0]

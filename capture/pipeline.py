@@ -1,0 +1,619 @@
+"""Records in, tagged dissector events out: the one loop shared by file reading and live capture.
+
+Per packet: parse headers, find the flow, order the bytes, then either buffer
+them while deciding what the connection is, or feed them to its dissector
+``Connection``. The in-order case is handled inline in :meth:`Pipeline.run`;
+everything else (new flows, SYN/FIN/RST, holes, retransmissions) takes the
+slower general path. Memory is bounded by the per-direction reassembly caps,
+the detection limit and the flow-table caps, never by the capture's size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from capture import linktypes
+from capture.detect import Decision, Detector, KafkaProbe, Verdict
+from capture.flows import (
+    IGNORED,
+    KAFKA,
+    TLS,
+    UNDECIDED,
+    ConnectionEnd,
+    ConnectionInfo,
+    Flow,
+    FlowTable,
+)
+from capture.packet import ACK, FIN, RST, SYN, PacketIssue, Parser, parser_for
+from capture.reassembly import CONFLICT, DATA, GAP, MASK, HalfStream
+from capture.records import RawRecord, RecordSource, problem
+from dissector.events import Anomaly, Direction, Event
+
+NS = 1_000_000_000
+
+UNSUPPORTED = PacketIssue("unsupported_linktype", "")
+
+
+def _unsupported(data: bytes, wirelen: int) -> PacketIssue:
+    return UNSUPPORTED
+
+
+_GAP_WHY: dict[str, Callable[[int | None], str]] = {
+    "midstream": lambda n: "the capture began after this direction's first bytes",
+    "lost": lambda n: f"{n} bytes missing from the capture",
+    "truncated": lambda n: f"{n} bytes cut by the capture's snaplen",
+}
+
+
+@dataclass(slots=True)
+class CaptureOptions:
+    ports: frozenset[int] | None = None      # explicit Kafka ports; None: detect on every TCP port
+    dissector: Any = None                    # dissector.connection.Options; None: its defaults
+    detect_limit: int = 16 * 1024            # bytes buffered per direction while undecided
+    max_pending_bytes: int = 4 << 20         # out-of-order bytes held per direction
+    max_pending_segments: int = 2048
+    max_hole_age: float = 10.0               # seconds a hole may wait for its retransmission
+    max_flows: int = 100_000                 # hard cap: least recently active flows are evicted
+    soft_flows: int = 10_000                 # above this, flows idle longer than idle_timeout go
+    idle_timeout: float = 600.0              # seconds of capture time
+    linger: float = 120.0                    # closed / ignored / undecided flows are dropped after this idle
+    report_limit: int = 100                  # per kind, for per-packet capture anomalies
+
+
+@dataclass(slots=True)
+class CaptureEvent:
+    """A dissector event (or capture anomaly / connection end) and the connection it belongs to."""
+
+    conn: ConnectionInfo | None              # None for capture-level problems (file damage, fragments)
+    event: Event | ConnectionEnd
+
+
+@dataclass(slots=True)
+class CaptureStats:
+    bytes_read: int = 0                      # of the file on disk (compressed if gzip)
+    size: int | None = None                  # total to read, when known
+    packets: int = 0
+    tcp_segments: int = 0
+    non_tcp: int = 0                         # not TCP over IPv4/IPv6 (skipped)
+    ip_fragments: int = 0
+    truncated_headers: int = 0
+    malformed_packets: int = 0
+    unsupported_linktype: int = 0
+    caplen_exceeds_wirelen: int = 0
+    capture_problems: int = 0                # damaged/cut file, drops reported by the writer
+    connections: dict[str, int] = field(default_factory=dict)   # by kind: kafka, tls, not_kafka
+    gaps: int = 0
+    gap_bytes: int = 0
+    truncated_segments: int = 0
+    duplicate_segments: int = 0
+    out_of_order_segments: int = 0
+    conflicts: int = 0
+    evicted: int = 0
+    dissector_errors: int = 0                # exceptions from the dissector (bugs), contained
+    kernel_drops: int | None = None          # live capture only, when the OS tells
+
+
+def _anomaly(kind: str, direction: Direction | None, ts: int, detail: str,
+             offset: int | None = None, **extra: Any) -> Anomaly:
+    return Anomaly(kind=kind, direction=direction, ts=ts, detail=detail, stream_offset=offset, extra=extra)
+
+
+class _DeadConnection:
+    """Stands in for a dissector Connection that raised: takes bytes, says nothing."""
+
+    def feed(self, direction: Direction, data: bytes, ts: int) -> list[Event]:
+        return []
+
+    def gap(self, direction: Direction, ts: int, nbytes: int | None) -> list[Event]:
+        return []
+
+    def close(self, ts: int) -> list[Event]:
+        return []
+
+
+_DEAD = _DeadConnection()
+
+
+class Pipeline:
+    """Feed it a record source with :meth:`run`; read ``stats`` during and after."""
+
+    def __init__(self, options: CaptureOptions | None = None, *,
+                 connection_factory: Callable[[bool], Any] | None = None,
+                 probe: KafkaProbe | None = None) -> None:
+        self.options = options or CaptureOptions()
+        o = self.options
+        if connection_factory is None:
+            connection_factory = _dissector_factory(o.dissector)
+        if probe is None and o.ports is None:
+            probe = KafkaProbe.from_dissector()
+        self._new_connection = connection_factory
+        self.detector = Detector(probe, o.ports)
+        self.table = FlowTable()
+        self.stats = CaptureStats()
+        self._reported: dict[str, int] = {}
+        self._linktypes_reported: set[int] = set()
+        self._sweep_at = 0
+        self._source: RecordSource | None = None
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self, source: RecordSource | Iterable[RawRecord],
+            final: bool = True) -> Generator[CaptureEvent, None, None]:
+        """Process every record; with ``final``, close all connections at the end."""
+        stats = self.stats
+        problems: list[Anomaly] = getattr(source, "problems", [])
+        self._source = source if hasattr(source, "bytes_read") else None  # type: ignore[assignment]
+        stats.size = getattr(source, "size", None)
+        index_get = self.table.index.get
+        ports = self.options.ports
+        control = self._control
+        general = self._general
+        deliver = self._deliver_undecided
+        last_lt = -1
+        parse: Parser = _unsupported
+        npk = nseg = 0
+        ts = 0
+        try:
+            for ts, lt, data, wirelen in source:
+                npk += 1
+                if problems:
+                    yield from self._source_problems(problems)
+                if not npk & 4095:
+                    stats.packets, stats.tcp_segments = npk, nseg
+                    if self._source is not None:
+                        stats.bytes_read = self._source.bytes_read
+                    if ts >= self._sweep_at:
+                        yield from self._sweep(ts)
+                if lt != last_lt:
+                    last_lt = lt
+                    found = parser_for(lt)
+                    if found is None:
+                        parse = _unsupported
+                        if lt not in self._linktypes_reported:
+                            yield self._unsupported(lt, ts)
+                    else:
+                        parse = found
+                seg = parse(data, wirelen)
+                if seg.__class__ is not tuple:
+                    if seg is None:
+                        stats.non_tcp += 1
+                    else:
+                        yield from self._packet_issue(seg, ts)  # type: ignore[arg-type]
+                    continue
+                key, sport, dport, seq, ack, flags, payload, missing = seg  # type: ignore[misc]
+                if ports is not None and sport not in ports and dport not in ports:
+                    stats.non_tcp += 1
+                    continue
+                nseg += 1
+                ent = index_get(key)
+                if ent is None or flags & 7:                 # new flow, SYN, FIN or RST
+                    evs = control(ent, seg, ts)
+                    if evs:
+                        yield from evs
+                    continue
+                flow, h, hs, peer = ent
+                flow.last_ts = ts
+                if flow.skip:                                # TLS / not Kafka / ended: nothing to order
+                    continue
+                if flags & ACK:
+                    peer.peer_ack = ack
+                    if peer._offs:
+                        evs = general(flow, 1 - h, peer.acked(ts))
+                        if evs:
+                            yield from evs
+                if not payload and not missing:
+                    continue
+                # Fast path: the next bytes in order, nothing buffered, all captured.
+                if seq == hs.next_seq and not hs._offs and not missing:
+                    n = len(payload)
+                    hs.next_seq = (seq + n) & MASK
+                    off = hs.offset
+                    hs._last_off = off
+                    hs._last = payload
+                    hs.offset = off + n
+                    if flow.state == KAFKA:
+                        try:
+                            dev = flow.conn.feed(flow.dirs[h], payload, ts)
+                        except Exception as exc:  # noqa: BLE001  (a dissector bug must not end the capture)
+                            dev = self._dissector_failed(flow, exc, ts)
+                        if dev:
+                            info = flow.info
+                            info.last_ts = ts  # type: ignore[union-attr]
+                            for ev in dev:
+                                yield CaptureEvent(info, ev)
+                    else:
+                        evs = deliver(flow, h, [(DATA, off, payload, ts)])
+                        if evs:
+                            yield from evs
+                    continue
+                evs = general(flow, h, hs.add(seq, payload, missing, ts))
+                if evs:
+                    yield from evs
+            if problems:
+                yield from self._source_problems(problems)
+            if final:
+                yield from self.finish(ts)
+        finally:
+            stats.packets, stats.tcp_segments = npk, nseg
+            if self._source is not None:
+                stats.bytes_read = self._source.bytes_read
+                stats.caplen_exceeds_wirelen = getattr(self._source, "caplen_over_wirelen", 0)
+
+    def finish(self, ts: int) -> Iterator[CaptureEvent]:
+        """End of input: every connection is closed, undecided ones get a final verdict."""
+        for flow in list(self.table.flows.values()):
+            yield from self._end(flow, max(ts, flow.last_ts), "end_of_capture")
+            self.table.remove(flow)
+
+    # -- capture-level reports -----------------------------------------------------------------
+
+    def _source_problems(self, problems: list[Anomaly]) -> Iterator[CaptureEvent]:
+        while problems:
+            p = problems.pop(0)
+            self.stats.capture_problems += 1
+            yield CaptureEvent(None, p)
+
+    def _unsupported(self, lt: int, ts: int) -> CaptureEvent:
+        self._linktypes_reported.add(lt)
+        return CaptureEvent(None, problem(
+            "unsupported_linktype", ts,
+            f"link type {linktypes.name(lt)} is not supported; its packets are skipped", linktype=lt))
+
+    def _packet_issue(self, issue: PacketIssue, ts: int) -> Iterator[CaptureEvent]:
+        s = self.stats
+        if issue is UNSUPPORTED:
+            s.unsupported_linktype += 1
+            return
+        if issue.kind == "ip_fragment":
+            s.ip_fragments += 1
+        elif issue.kind == "truncated_header":
+            s.truncated_headers += 1
+        else:
+            s.malformed_packets += 1
+        n = self._reported.get(issue.kind, 0) + 1
+        self._reported[issue.kind] = n
+        limit = self.options.report_limit
+        if n <= limit:
+            detail = issue.detail if n < limit else \
+                f"{issue.detail} (further '{issue.kind}' reports suppressed; see the stats)"
+            yield CaptureEvent(None, problem(issue.kind, ts, detail))
+
+    # -- flows ---------------------------------------------------------------------------------
+
+    def _new_flow(self, key: bytes, sport: int, dport: int, ts: int, out: list[CaptureEvent]) -> Flow:
+        o = self.options
+        if len(self.table) >= o.max_flows:
+            self._evict_oldest(ts, out)
+        return self.table.create(key, sport, dport, ts, o.max_pending_bytes, o.max_pending_segments,
+                                 int(o.max_hole_age * NS))
+
+    def _control(self, ent: tuple[Flow, int, HalfStream, HalfStream] | None, seg: tuple,
+                 ts: int) -> list[CaptureEvent]:
+        """New flows and SYN/FIN/RST: the general per-segment path."""
+        key, sport, dport, seq, ack, flags, payload, missing = seg
+        out: list[CaptureEvent] = []
+        if ent is None:
+            if flags & RST and not payload:
+                return out                           # reset of a connection never seen
+            flow = self._new_flow(key, sport, dport, ts, out)
+            h = 0
+        else:
+            flow, h = ent[0], ent[1]
+        if flags & SYN:
+            flow, h = self._syn(flow, h, key, sport, dport, seq, ack, flags, ts, out)
+        hs, peer = (flow.h1, flow.h0) if h else (flow.h0, flow.h1)
+        flow.last_ts = ts
+        if flow.closed:
+            return out                               # stragglers after FIN/RST
+        if flags & RST:
+            if flow.state <= KAFKA and (payload or missing):
+                out += self._general(flow, h, hs.add(seq, payload, missing, ts))
+            self._close(flow, ts, "rst", out)
+            return out
+        if flow.state > KAFKA:
+            if flags & FIN:
+                hs.fin_off = 0                       # not reassembled: only "said goodbye" matters
+                if peer.fin_off is not None:
+                    self._close(flow, ts, "fin", out)
+            return out
+        if flags & ACK:
+            peer.peer_ack = ack
+            if peer._offs:
+                out += self._general(flow, 1 - h, peer.acked(ts))
+        if payload or missing or (flags & FIN and not hs.started):
+            out += self._general(flow, h, hs.add((seq + 1) & MASK if flags & SYN else seq,
+                                                 payload, missing, ts))
+        if flags & FIN:
+            hs.fin(seq, len(payload) + missing)
+            if peer.fin_off is not None:
+                if hs.finished and peer.finished:
+                    self._close(flow, ts, "fin", out)
+                else:
+                    flow.closing = True
+        elif flow.closing and hs.finished and peer.finished:
+            self._close(flow, ts, "fin", out)
+        return out
+
+    def _syn(self, flow: Flow, h: int, key: bytes, sport: int, dport: int, seq: int, ack: int,
+             flags: int, ts: int, out: list[CaptureEvent]) -> tuple[Flow, int]:
+        hs = flow.half(h)
+        is_synack = bool(flags & ACK)
+        if flow.closed:
+            reuse = True
+        elif hs.isn is not None:
+            reuse = hs.isn != seq                    # same ISN: a retransmitted SYN
+        elif is_synack:
+            reuse = hs.started
+        else:
+            reuse = flow.h0.started or flow.h1.started
+        if reuse:
+            # Port reuse: a SYN after FIN/RST, with another ISN, or on a stream already carrying data.
+            if not flow.closed:
+                self._close(flow, ts, "reused", out)
+            self.table.remove(flow)
+            flow = self._new_flow(key, sport, dport, ts, out)
+            h = 0
+            hs = flow.h0
+        hs.syn(seq)
+        flow.syn_seen = True
+        peer = flow.half(1 - h)
+        if is_synack:
+            peer.expect(ack)
+            if flow.client_half is None:
+                flow.set_roles(1 - h)
+        elif flow.client_half is None:
+            flow.set_roles(h)
+        return flow, h
+
+    def _general(self, flow: Flow, h: int, ops: list[tuple]) -> list[CaptureEvent]:
+        """Apply reassembly operations of half ``h``: to the dissector, or to the detection buffer."""
+        if not ops:
+            return []
+        if flow.state == KAFKA:
+            return self._apply(flow, h, ops)
+        if flow.state == UNDECIDED:
+            return self._deliver_undecided(flow, h, ops)
+        return []
+
+    def _apply(self, flow: Flow, h: int, ops: list[tuple]) -> list[CaptureEvent]:
+        out: list[CaptureEvent] = []
+        info = flow.info
+        conn = flow.conn
+        direction = flow.dirs[h]
+        s = self.stats
+        for op in ops:
+            kind = op[0]
+            if kind == DATA:
+                try:
+                    evs = conn.feed(direction, op[2], op[3])
+                except Exception as exc:  # noqa: BLE001  (contained: see _dissector_failed)
+                    evs = self._dissector_failed(flow, exc, op[3])
+                    conn = flow.conn
+            elif kind == GAP:
+                _, off, nbytes, ts, reason = op
+                if reason == "midstream" and not flow.syn_seen:
+                    continue                         # the Connection was made mid_stream already
+                s.gaps += 1
+                if nbytes is not None:
+                    s.gap_bytes += nbytes
+                if reason == "truncated":
+                    s.truncated_segments += 1
+                try:
+                    evs = conn.gap(direction, ts, nbytes)
+                except Exception as exc:  # noqa: BLE001  (contained: see _dissector_failed)
+                    evs = self._dissector_failed(flow, exc, ts)
+                    conn = flow.conn
+                # The dissector reports the gap itself; add what only capture knows, or report it.
+                for ev in evs:
+                    if isinstance(ev, Anomaly) and ev.kind == "gap":
+                        ev.extra["reason"] = reason
+                        ev.extra["tcp_offset"] = off
+                        break
+                else:
+                    out.append(CaptureEvent(info, _anomaly("gap", direction, ts, _GAP_WHY[reason](nbytes),
+                                                           off, bytes=nbytes, reason=reason)))
+            elif kind == CONFLICT:
+                _, off, nbytes, ts = op
+                s.conflicts += 1
+                out.append(CaptureEvent(info, _anomaly(
+                    "tcp_conflict", direction, ts,
+                    f"a retransmitted copy of {nbytes} bytes differs from the first copy (first kept)",
+                    off, nbytes=nbytes)))
+                continue
+            else:
+                _, off, nbytes, ts = op
+                out.append(CaptureEvent(info, _anomaly(
+                    "tcp_out_of_window", direction, ts,
+                    f"a {nbytes}-byte segment lies {off - flow.half(h).offset:+d} bytes from the stream "
+                    "position; dropped", off, nbytes=nbytes)))
+                continue
+            if evs:
+                info.last_ts = op[3]  # type: ignore[union-attr]
+                for ev in evs:
+                    out.append(CaptureEvent(info, ev))
+        return out
+
+    # -- detection -----------------------------------------------------------------------------
+
+    def _deliver_undecided(self, flow: Flow, h: int, ops: list[tuple]) -> list[CaptureEvent]:
+        limit = self.options.detect_limit
+        buf = flow.bufs[h]
+        for op in ops:
+            if op[0] == DATA:
+                payload = op[2]
+                if not flow.full[h]:
+                    room = limit - len(buf)
+                    buf += payload[:room]
+                    if len(payload) >= room:
+                        flow.full[h] = True
+                if flow.held[h] < limit:
+                    flow.held[h] += len(payload)
+                    flow.ops.append((h, op))
+                else:
+                    # Over the cap while still undecided: remember only how much was skipped.
+                    flow.ops.append((h, (GAP, op[1], len(payload), op[3], "undecided")))
+            else:
+                if op[0] == GAP and op[4] != "midstream":
+                    if buf:
+                        flow.full[h] = True          # no sniffing across a hole
+                    else:
+                        flow.lost_start[h] = True    # its first bytes are lost: sniff as if mid-stream
+                flow.ops.append((h, op))
+        decision = self.detector.decide(
+            (bytes(flow.bufs[0]), bytes(flow.bufs[1])), (flow.full[0], flow.full[1]),
+            self._known_client(flow), flow.src_ports, final=False)
+        if decision is None:
+            return []
+        return self._decided(flow, decision, ops[-1][3])
+
+    @staticmethod
+    def _known_client(flow: Flow) -> int | None:
+        """The client half, if its stream is known from its first byte (else detect as mid-stream)."""
+        c = flow.client_half
+        if c is None or flow.lost_start[c]:
+            return None
+        hs = flow.half(c)
+        if not flow.bufs[c] and hs.started and hs.peer_ack is not None and hs.position(hs.peer_ack) > hs.offset:
+            return None      # the broker acknowledged client bytes the capture never saw
+        return c
+
+    def _decided(self, flow: Flow, d: Decision, ts: int) -> list[CaptureEvent]:
+        out: list[CaptureEvent] = []
+        ops, flow.ops = flow.ops, []
+        flow.bufs = [bytearray(), bytearray()]
+        conns = self.stats.connections
+        if d.verdict is Verdict.NOT_KAFKA:
+            flow.state = IGNORED
+            flow.skip = True
+            conns["not_kafka"] = conns.get("not_kafka", 0) + 1
+            return out
+        if flow.client_half is None:
+            flow.set_roles(d.client_half if d.client_half is not None else 0)
+        if d.verdict is Verdict.TLS:
+            flow.state = TLS
+            flow.skip = True
+            conns["tls"] = conns.get("tls", 0) + 1
+            info = flow.make_info("tls", d.reason)
+            out.append(CaptureEvent(info, _anomaly(
+                "tls", None, ts, f"{d.reason}: encrypted, not decodable")))
+            return out
+        flow.state = KAFKA
+        conns["kafka"] = conns.get("kafka", 0) + 1
+        flow.make_info("kafka", d.reason)
+        flow.conn = self._new_connection(not flow.syn_seen)
+        for h, op in ops:
+            if op[0] == GAP and op[4] == "undecided":
+                op = (GAP, op[1], op[2], op[3], "lost")
+            out += self._apply(flow, h, [op])
+        return out
+
+    # -- ends ----------------------------------------------------------------------------------
+
+    def _close(self, flow: Flow, ts: int, reason: str, out: list[CaptureEvent]) -> None:
+        out.extend(self._end(flow, ts, reason))
+
+    def _end(self, flow: Flow, ts: int, reason: str) -> list[CaptureEvent]:
+        """Flush both halves, close the dissector connection, mark the flow ended."""
+        out: list[CaptureEvent] = []
+        if flow.closed:
+            return out
+        if flow.state == UNDECIDED:
+            ops0, ops1 = flow.h0.close(ts), flow.h1.close(ts)
+            out += self._general(flow, 0, ops0)
+            out += self._general(flow, 1, ops1)
+            if flow.state == UNDECIDED:
+                d = self.detector.decide((bytes(flow.bufs[0]), bytes(flow.bufs[1])),
+                                         (flow.full[0], flow.full[1]), self._known_client(flow),
+                                         flow.src_ports, final=True)
+                if d is not None and (flow.ops or d.verdict is not Verdict.KAFKA):
+                    out += self._decided(flow, d, ts)
+                else:
+                    flow.state = IGNORED             # nothing but handshakes and ACKs
+                    flow.skip = True
+        elif flow.state == KAFKA:
+            for h in (0, 1):
+                ops = flow.half(h).close(ts)
+                if ops:
+                    out += self._apply(flow, h, ops)
+        if flow.state == KAFKA:
+            info = flow.info
+            assert info is not None
+            try:
+                evs = flow.conn.close(ts)
+            except Exception as exc:  # noqa: BLE001  (contained: see _dissector_failed)
+                evs = self._dissector_failed(flow, exc, ts)
+            for ev in evs:
+                out.append(CaptureEvent(info, ev))
+            self._count_end(flow)
+        if flow.state in (KAFKA, TLS):
+            info = flow.info
+            assert info is not None
+            info.last_ts = max(info.last_ts, flow.last_ts)
+            out.append(CaptureEvent(info, flow.end_event(ts, reason)))
+        flow.closed = True
+        flow.skip = True
+        flow.conn = None
+        return out
+
+    def _dissector_failed(self, flow: Flow, exc: Exception, ts: int) -> list[Event]:
+        """The dissector raised (a bug: it must not): report it, stop decoding this connection."""
+        flow.conn = _DEAD
+        self.stats.dissector_errors += 1
+        where = exc.__traceback__
+        while where is not None and where.tb_next is not None:
+            where = where.tb_next
+        at = f" at {where.tb_frame.f_code.co_filename}:{where.tb_lineno}" if where is not None else ""
+        return [_anomaly("dissector_error", None, ts,
+                         f"the dissector raised {type(exc).__name__}: {exc}{at}; "
+                         "the rest of this connection is not decoded", error=type(exc).__name__)]
+
+    def _count_end(self, flow: Flow) -> None:
+        s = self.stats
+        for hs in (flow.h0, flow.h1):
+            s.duplicate_segments += hs.dup_segments
+            s.out_of_order_segments += hs.ooo_segments
+
+    def _sweep(self, ts: int) -> Iterator[CaptureEvent]:
+        o = self.options
+        self._sweep_at = ts + 10 * NS
+        linger, idle = int(o.linger * NS), int(o.idle_timeout * NS)
+        crowded = len(self.table) > o.soft_flows
+        for flow in list(self.table.flows.values()):
+            quiet = ts - flow.last_ts
+            if flow.state <= KAFKA and not flow.closed:
+                for h in (0, 1):
+                    hs = flow.half(h)
+                    if hs.has_pending:
+                        yield from self._general(flow, h, hs.expire(ts))
+            if quiet <= linger:
+                continue
+            if flow.closed or flow.state == IGNORED:
+                self.table.remove(flow)
+            elif flow.closing or flow.state == UNDECIDED or (crowded and quiet > idle):
+                yield from self._end(flow, ts, "fin" if flow.closing else "idle")
+                self.table.remove(flow)
+
+    def _evict_oldest(self, ts: int, out: list[CaptureEvent]) -> None:
+        # At the hard cap: end the least recently active tenth in one go (amortised sort).
+        flows = sorted(self.table.flows.values(), key=lambda f: f.last_ts)
+        for flow in flows[: max(1, len(flows) // 10)]:
+            out += self._end(flow, ts, "evicted")
+            self.table.remove(flow)
+            self.stats.evicted += 1
+
+
+def _dissector_factory(dissector_options: Any) -> Callable[[bool], Any]:
+    """``factory(mid_stream)`` -> a Connection; one TopicRegistry per capture, shared by all."""
+    state: dict[str, Any] = {}
+
+    def factory(mid_stream: bool) -> Any:
+        if not state:
+            from dissector.connection import Connection, Options
+            from dissector.topics import TopicRegistry
+            state["cls"] = Connection
+            state["opts"] = dissector_options if dissector_options is not None else Options()
+            state["topics"] = TopicRegistry()
+        return state["cls"](state["opts"], topics=state["topics"], mid_stream=mid_stream)
+    return factory
