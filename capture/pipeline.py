@@ -136,6 +136,9 @@ class Pipeline:
         self._linktypes_reported: set[int] = set()
         self._sweep_at = 0
         self._source: RecordSource | None = None
+        # Called with the stats every 4096 packets, so a progress display moves
+        # even through stretches of traffic that yield no Kafka event.
+        self.on_progress: Callable[[CaptureStats], None] | None = None
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -164,6 +167,8 @@ class Pipeline:
                     stats.packets, stats.tcp_segments = npk, nseg
                     if self._source is not None:
                         stats.bytes_read = self._source.bytes_read
+                    if self.on_progress is not None:
+                        self.on_progress(stats)
                     if ts >= self._sweep_at:
                         yield from self._sweep(ts)
                 if lt != last_lt:

@@ -390,7 +390,8 @@ class Connection:
             if v0 is not None and v0.failure is None and v0.end == len(frame):
                 d = v0
         failure = d.failure
-        status = Status.OK
+        # Truncation is the capture's doing; anything else that failed is the peer's.
+        status = Status.MALFORMED if req.failure is not None and req.failure.error != "Truncated" else Status.OK
         if truncated_size and failure is not None:
             failure = DecodeFailure("Truncated", f"frame cut after {len(frame) + 4} of {truncated_size} bytes",
                                     failure.offset)

@@ -318,3 +318,11 @@ def test_api_versions_unsupported_version_reply_is_read_as_v0():
     assert ex.status == Status.OK and ex.response.failure is None
     assert ex.response.body == {"error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}]}
     assert not any(isinstance(e, Anomaly) for e in events)
+
+
+def test_exchange_with_a_malformed_request_is_malformed():
+    good = metadata_req(4, topics=("alpha",))
+    bad = good[:14 + 3] + struct.pack(">i", 2) + good[14 + 3 + 4:]  # two topics claimed, one carried
+    conn = Connection()
+    events = conn.feed(B, bad, 0) + conn.feed(C, metadata_resp(4), 1)
+    assert [e.status for e in exchanges(events)] == [Status.MALFORMED]

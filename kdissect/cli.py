@@ -1,0 +1,253 @@
+"""The ``kdissect`` command: argument parsing, and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import NoReturn
+from collections.abc import Sequence
+
+from capture import CaptureError
+
+from kdissect.errors import KdissectError
+
+EXIT_ERROR = 1       # a user error: one line on stderr
+EXIT_USAGE = 2       # a bad command line
+EXIT_INTERRUPTED = 130
+
+MAIN_HELP = """\
+Decode Apache Kafka traffic from packet captures into a Parquet dataset that
+Spark, pandas and DuckDB read as it is.
+
+Start here:
+  kdissect decode traffic.pcap -o out/        capture file(s) -> Parquet dataset
+  kdissect show traffic.pcap --api Produce    one line per Kafka message, like tshark
+  kdissect live -i eth0 -o out/ --rotate 60   sniff an interface into the dataset
+  kdissect protocol                           which api keys and versions are decoded
+
+Run 'kdissect COMMAND --help' for each command's options.
+"""
+
+DECODE_HELP = """\
+Writes OUTDIR/exchanges/, OUTDIR/partitions/, OUTDIR/anomalies/ (and with
+--records OUTDIR/records/): one Parquet file per table per capture, named from
+the capture's file name and a hash of its path. Decoding the same capture again
+replaces its files; other captures' files are left alone.
+
+examples:
+  kdissect decode traffic.pcapng -o out/
+  kdissect decode captures/ -o out/ --ports 9092,9093 --records
+  python -c "import pyarrow.dataset as ds; print(ds.dataset('out/exchanges').to_table().num_rows)"
+"""
+
+SHOW_HELP = """\
+Each line: number, time, client -> broker (request) or client <- broker
+(response), api and version, correlation id, client id or error name, latency
+of responses, and the topic[partitions] the message touches. Filters combine
+with AND; --errors and --slower-than select responses only.
+
+examples:
+  kdissect show traffic.pcap
+  kdissect show traffic.pcap --api Produce,Fetch --topic orders
+  kdissect show traffic.pcap --errors
+  kdissect show traffic.pcap --slower-than 50 -V
+"""
+
+LIVE_HELP = """\
+Captures Kafka traffic from a network interface into the same dataset as
+'decode'. Every --rotate seconds the current files are closed and become
+visible (OUTDIR/<table>/live-<iface>-<start>-<n>.parquet), so Spark can read
+the dataset while the capture runs; an interval without traffic writes no file.
+Stops after --duration seconds, --count packets, or Ctrl-C (the last files are
+written either way). A one-line status shows progress. Needs root or CAP_NET_RAW.
+
+examples:
+  sudo kdissect live -i eth0 -o out/ --rotate 60
+  sudo kdissect live -i lo --ports 9092 -o out/ --duration 300
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad command line in one line instead of usage + error."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: {message} (see '{self.prog} --help')\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _positive(kind: type) -> object:
+    def parse(text: str) -> object:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be greater than 0, got {text!r}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _common(p: argparse.ArgumentParser, records: bool) -> None:
+    p.add_argument("--ports", metavar="LIST",
+                   help="Kafka ports, e.g. 9092,9093 or 9092-9094 (default: detect Kafka on any port)")
+    p.add_argument("--keep-secrets", action="store_true",
+                   help="keep SASL tokens and credentials in the output (redacted by default)")
+    if records:
+        p.add_argument("--records", action="store_true",
+                       help="also write OUTDIR/records/: one row per Kafka record")
+        p.add_argument("--record-bytes", action="store_true",
+                       help="put record key and value bytes in the records table (implies --records)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(prog="kdissect", description=MAIN_HELP, formatter_class=fmt)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("decode", help="decode capture files into the Parquet dataset",
+                       description=DECODE_HELP, formatter_class=fmt)
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="pcap/pcapng files (gzip ok) or directories of them")
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="dataset directory (created if missing)")
+    _common(p, records=True)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
+
+    p = sub.add_parser("show", help="print Kafka messages one per line (-V: every field)",
+                       description=SHOW_HELP, formatter_class=fmt)
+    p.add_argument("input", metavar="INPUT", help="a pcap/pcapng file")
+    p.add_argument("--api", action="append", default=[], metavar="NAME",
+                   help="only these apis: names or keys, comma-separated or repeated (Produce,Fetch,3)")
+    p.add_argument("--topic", action="append", default=[], metavar="TOPIC",
+                   help="only messages about this topic (name or topic id); repeatable")
+    p.add_argument("--client-id", action="append", default=[], metavar="ID",
+                   help="only this client's requests and their responses; repeatable")
+    p.add_argument("--errors", action="store_true", help="only responses carrying an error code, or malformed")
+    p.add_argument("--slower-than", type=_positive(float), metavar="MS",
+                   help="only responses that took at least MS milliseconds")
+    p.add_argument("-V", "--verbose", action="store_true", help="print each message's decoded fields as a tree")
+    p.add_argument("-c", "--count", type=_positive(int), metavar="N", help="stop after N lines")
+    p.add_argument("-t", "--absolute-time", action="store_true",
+                   help="UTC date and time instead of seconds since the first message")
+    _common(p, records=False)
+
+    p = sub.add_parser("live", help="capture from a network interface into the dataset",
+                       description=LIVE_HELP, formatter_class=fmt)
+    p.add_argument("-i", "--interface", required=True, metavar="IFACE", help="network interface, e.g. eth0 or lo")
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="dataset directory (created if missing)")
+    p.add_argument("--rotate", type=_positive(float), default=60.0, metavar="SECONDS",
+                   help="start new Parquet files every SECONDS (default 60)")
+    p.add_argument("--duration", type=_positive(float), metavar="SECONDS", help="stop after SECONDS")
+    p.add_argument("--count", type=_positive(int), metavar="N", help="stop after N packets (like tcpdump -c)")
+    _common(p, records=True)
+
+    p = sub.add_parser("compare", help="compare kdissect's decoding of a capture with Wireshark's")
+    p.add_argument("input", metavar="INPUT", help="a pcap/pcapng file")
+    p.add_argument("--ports", metavar="LIST", help="Kafka ports (default: detect)")
+
+    sub.add_parser("protocol", help="list the api keys and versions the dissector decodes")
+    return parser
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("kafka-dissect")
+    except Exception:  # noqa: BLE001 - not installed (running from a checkout)
+        return "dev"
+
+
+def _decode(args: argparse.Namespace) -> int:
+    from kdissect.decode import decode_files
+    from kdissect.progress import ProgressLine
+    from kdissect.source import DecodeOptions, ports_option
+    from kdissect.summary import format_summary
+
+    options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
+                            records=args.records or args.record_bytes, record_bytes=args.record_bytes)
+    bar = ProgressLine(sys.stderr)
+    bar.enabled = bar.enabled and not args.quiet
+    try:
+        result = decode_files(args.inputs, args.output, options, bar)
+    finally:
+        bar.clear()
+    if not args.quiet:
+        tables = ["exchanges", "partitions", "anomalies"] + (["records"] if options.records else [])
+        print(format_summary(result.counts, packets=result.packets, bytes_read=result.bytes_read,
+                             elapsed=result.elapsed, outdir=str(result.outdir), tables=tables))
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from kdissect.filters import MessageFilter, parse_apis
+    from kdissect.show import ShowOptions, show
+    from kdissect.source import DecodeOptions, ports_option
+
+    filt = MessageFilter(
+        apis=parse_apis(args.api),
+        topics=frozenset(args.topic) or None,
+        client_ids=frozenset(args.client_id) or None,
+        errors_only=args.errors,
+        slower_than_ms=args.slower_than,
+    )
+    if not os.path.isfile(args.input):
+        what = "is a directory (show takes one capture file)" if os.path.isdir(args.input) else "no such file"
+        raise KdissectError(f"{args.input}: {what}")
+    show(args.input, sys.stdout, ShowOptions(filt, args.verbose, args.absolute_time, args.count),
+         DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets))
+    return 0
+
+
+def _live(args: argparse.Namespace) -> int:
+    from kdissect.live import LiveOptions, run_live
+    from kdissect.source import DecodeOptions, ports_option
+
+    options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
+                            records=args.records or args.record_bytes, record_bytes=args.record_bytes)
+    return run_live(LiveOptions(args.interface, args.output, args.rotate, args.duration, args.count), options,
+                    sys.stderr)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from kdissect.source import ports_option
+    try:
+        from kdissect.compare import run_compare
+    except ModuleNotFoundError as exc:
+        if exc.name != "kdissect.compare":
+            raise
+        raise KdissectError("compare is not available in this installation") from None
+
+    if not os.path.isfile(args.input):
+        raise KdissectError(f"{args.input}: no such file")
+    return run_compare(args.input, ports_option(args.ports), sys.stdout)
+
+
+def _protocol(args: argparse.Namespace) -> int:
+    from dissector.schema import format_coverage
+    print(format_coverage())
+    return 0
+
+
+COMMANDS = {"decode": _decode, "show": _show, "live": _live, "compare": _compare, "protocol": _protocol}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return COMMANDS[args.command](args)
+    except (KdissectError, CaptureError) as exc:
+        sys.stderr.write(f"kdissect: {exc}\n")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        sys.stderr.write("kdissect: interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`kdissect show ... | head`): stop quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

@@ -1,0 +1,114 @@
+"""``kdissect decode``: capture files -> the Parquet dataset."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from capture import CaptureRun
+
+from kdissect.dataset import TABLES, CaptureWriter, Counts, file_stem, prepare_outdir
+from kdissect.inputs import capture_files
+from kdissect.rows import RowOptions
+from kdissect.source import DecodeOptions, open_capture_run, ports_option
+
+
+
+@dataclass(slots=True)
+class Progress:
+    """Where a decode is, for a progress display."""
+
+    capture: str
+    index: int                 # 1-based position of this capture among the inputs
+    total: int
+    bytes_read: int
+    size: int | None
+    packets: int
+    exchanges: int             # over all captures so far
+    elapsed: float
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+@dataclass(slots=True)
+class DecodeResult:
+    """What a decode wrote: the end-of-run summary comes from this."""
+
+    outdir: Path
+    counts: Counts = field(default_factory=Counts)
+    files: list[Path] = field(default_factory=list)
+    packets: int = 0
+    bytes_read: int = 0
+    elapsed: float = 0.0
+
+
+def run_into(run: CaptureRun, writer: CaptureWriter, on_progress: Callable[[], None] | None = None) -> None:
+    """Route every event of a capture run into ``writer``."""
+    if on_progress is not None:
+        run.pipeline.on_progress = lambda _stats: on_progress()
+    event = writer.event
+    for ce in run:
+        event(ce.conn, ce.event)
+
+
+def row_options(options: DecodeOptions) -> RowOptions:
+    return RowOptions(records=options.records, record_bytes=options.record_bytes)
+
+
+def write_dataset(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], outdir: str | os.PathLike[str],
+                  *, ports: str | frozenset[int] | None = None, records: bool = False, record_bytes: bool = False,
+                  keep_secrets: bool = False, progress: ProgressFn | None = None) -> DecodeResult:
+    """Decode capture files (or directories of them) into the dataset under ``outdir``.
+
+    ``ports``: Kafka ports (``"9092,9093"``), default: detect Kafka on any port.
+    ``records``: also write the records table; ``record_bytes``: with key/value bytes
+    (implies ``records``). Each capture's files replace those of an earlier decode
+    of the same file. Raises :class:`KdissectError` for a missing or unreadable
+    input or an unwritable ``outdir``, before anything is written.
+    """
+    if isinstance(ports, str):
+        ports = ports_option(ports)
+    options = DecodeOptions(ports=ports, keep_secrets=keep_secrets, records=records or record_bytes,
+                            record_bytes=record_bytes)
+    return decode_files(inputs, outdir, options, progress)
+
+
+def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], outdir: str | os.PathLike[str],
+                 options: DecodeOptions, progress: ProgressFn | None = None) -> DecodeResult:
+    paths = capture_files([inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs))
+    for p in paths:  # fail on a bad input before writing anything
+        open_capture_run(p, options).close()
+    out = prepare_outdir(outdir, TABLES if options.records else TABLES[:3])
+    result = DecodeResult(out)
+    start = time.monotonic()
+    for i, path in enumerate(paths, 1):
+        run = open_capture_run(path, options)
+        try:
+            writer = CaptureWriter(out, path.name, file_stem(path), row_options(options))
+        except BaseException:
+            run.close()
+            raise
+        tick = None
+        if progress is not None:
+            def tick(path: Path = path, i: int = i, run: CaptureRun = run, writer: CaptureWriter = writer) -> None:
+                progress(Progress(path.name, i, len(paths), run.source.bytes_read, run.stats.size,
+                                  run.stats.packets, result.counts.exchanges + writer.counts.exchanges,
+                                  time.monotonic() - start))
+        try:
+            run_into(run, writer, tick)
+            result.files += writer.commit()
+        except BaseException:
+            writer.abort()
+            run.close()
+            raise
+        result.counts.add(writer.counts)
+        result.packets += run.stats.packets
+        result.bytes_read += run.source.bytes_read
+        if tick is not None:
+            tick()
+    result.elapsed = time.monotonic() - start
+    return result

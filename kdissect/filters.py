@@ -1,0 +1,101 @@
+"""The message filters of ``kdissect show``: what a user reaches for first."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from difflib import get_close_matches
+from typing import Any
+
+from dissector.events import Request, Response
+from dissector.schema import api_keys, api_name
+
+from kdissect.errors import KdissectError
+from kdissect.rows import message_partitions
+
+_TOPIC_KEYS = ("name", "topic", "topic_name")
+
+
+def parse_apis(specs: Iterable[str]) -> frozenset[int] | None:
+    """``["Produce", "fetch,3"]`` -> api keys; names are case-insensitive, numbers are keys."""
+    by_name = {api_name(k).lower(): k for k in api_keys()}
+    keys: set[int] = set()
+    for spec in specs:
+        for part in spec.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part.lstrip("-").isdigit():
+                keys.add(int(part))
+            elif part.lower() in by_name:
+                keys.add(by_name[part.lower()])
+            else:
+                close = [api_name(by_name[n]) for n in get_close_matches(part.lower(), list(by_name), n=3)]
+                hint = f" (did you mean {', '.join(close)}?)" if close else " (see: kdissect protocol)"
+                raise KdissectError(f"--api: unknown api {part!r}{hint}")
+    return frozenset(keys) or None
+
+
+def topics_of(msg: Request | Response, kind: str) -> set[str]:
+    """Topic names (or ids) a message's body mentions."""
+    found: set[str] = set()
+    for p in message_partitions(msg, kind, None):
+        if p.topic:
+            found.add(p.topic)
+        if p.topic_id:
+            found.add(p.topic_id)
+    body: Any = msg.body
+    if isinstance(body, dict):
+        for item in body.get("topics") or ():  # Metadata, CreateTopics, ...: topics without partitions
+            if isinstance(item, dict):
+                for k in _TOPIC_KEYS:
+                    v = item.get(k)
+                    if isinstance(v, str):
+                        found.add(v)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class MessageFilter:
+    apis: frozenset[int] | None = None
+    topics: frozenset[str] | None = None
+    client_ids: frozenset[str] | None = None
+    errors_only: bool = False
+    slower_than_ms: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.apis or self.topics or self.client_ids or self.errors_only
+                    or self.slower_than_ms is not None)
+
+    @property
+    def responses_only(self) -> bool:
+        # Errors and latency are facts of responses: requests cannot match them.
+        return self.errors_only or self.slower_than_ms is not None
+
+    def request_matches(self, req: Request) -> bool:
+        if self.responses_only:
+            return False
+        if self.apis is not None and req.api_key not in self.apis:
+            return False
+        if self.client_ids is not None and req.client_id not in self.client_ids:
+            return False
+        if self.topics is not None and not (topics_of(req, "request") & self.topics):
+            return False
+        return True
+
+    def response_matches(self, resp: Response, req: Request | None, error_code: int | None,
+                         malformed: bool, latency_ms: float | None) -> bool:
+        if self.apis is not None and resp.api_key not in self.apis:
+            return False
+        if self.client_ids is not None and (req is None or req.client_id not in self.client_ids):
+            return False
+        if self.topics is not None:
+            seen = topics_of(resp, "response") | (topics_of(req, "request") if req is not None else set())
+            if not seen & self.topics:
+                return False
+        if self.errors_only and not (error_code or malformed):
+            return False
+        if self.slower_than_ms is not None and (latency_ms is None or latency_ms < self.slower_than_ms):
+            return False
+        return True

@@ -1,0 +1,51 @@
+"""The few lines printed when a decode or a live capture ends."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from kdissect.dataset import Counts
+
+_UNPAIRED = ("no_response", "orphan_response")
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+def _top(c: Counter[str], limit: int = 8) -> str:
+    items = c.most_common()
+    text = ", ".join(f"{k} {v}" for k, v in items[:limit])
+    if len(items) > limit:
+        text += f", +{len(items) - limit} more"
+    return f"  ({text})" if text else ""
+
+
+def format_summary(counts: Counts, *, packets: int, bytes_read: int, elapsed: float, outdir: str,
+                   tables: list[str], source: str | None = None) -> str:
+    rate = bytes_read / elapsed if elapsed > 0 else 0.0
+    unpaired = Counter({k: counts.statuses[k] for k in _UNPAIRED if counts.statuses[k]})
+    other = Counter({k: v for k, v in counts.statuses.items() if k not in _UNPAIRED and k != "ok"})
+    if source is None:
+        source = f"read {counts.captures} capture{'s' if counts.captures != 1 else ''}"
+    lines = [
+        f"{source}: {packets:,} packets, "
+        f"{human_bytes(bytes_read)} in {elapsed:.1f} s ({human_bytes(rate)}/s)",
+        f"connections  {len(counts.connections):,}",
+        f"exchanges    {counts.exchanges:,}{_top(counts.per_api)}",
+        f"unpaired     {sum(unpaired.values()):,}{_top(unpaired)}",
+    ]
+    if other:
+        lines.append(f"other status {sum(other.values()):,}{_top(other)}")
+    lines += [
+        f"errors       {sum(counts.errors.values()):,}{_top(counts.errors)}",
+        f"anomalies    {sum(counts.anomalies.values()):,}{_top(counts.anomalies)}",
+        f"partitions   {counts.partitions:,} rows"
+        + (f", records {counts.records:,} rows" if "records" in tables else ""),
+        f"dataset      {outdir}  ({', '.join(t + '/' for t in tables)})",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,125 @@
+"""The ``-V`` view of ``kdissect show``: a decoded message field by field, as a detail pane."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from dissector.codecs import render_bytes
+from dissector.events import Request, Response
+from dissector.records import RecordBatch, decode_records
+
+_INDENT = "    "
+_MAX_TEXT = 120   # longest rendering of one bytes/string value before it is cut
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, (bytes, bytearray)):
+        r = render_bytes(bytes(value))
+        shown = r if len(r) <= _MAX_TEXT else r[:_MAX_TEXT] + "..."  # type: ignore[operator]
+        return f"{shown!r} ({len(value)} bytes)"
+    if isinstance(value, str):
+        return repr(value) if len(value) <= _MAX_TEXT else repr(value[:_MAX_TEXT]) + "..."
+    return str(value)
+
+
+def _ms_time(ms: int | None) -> str:
+    if ms is None or ms < 0:
+        return "none"
+    try:
+        return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+
+
+def _records_line(s: Any) -> str:
+    count = "?" if s.record_count is None else s.record_count
+    parts = [f"{count} record{'' if count == 1 else 's'} in {s.batch_count} "
+             f"{'batch' if s.batch_count == 1 else 'batches'}", f"{s.total_bytes} bytes"]
+    if s.codec:
+        parts.append(s.codec)
+    if s.first_offset is not None:
+        parts.append(f"offsets {s.first_offset}-{s.last_offset}")
+    if s.producer_id is not None and s.producer_id >= 0:
+        parts.append(f"producer {s.producer_id} epoch {s.producer_epoch}")
+    if s.transactional:
+        parts.append("transactional")
+    if s.control:
+        parts.append("control")
+    if s.crc_checked:
+        parts.append(f"CRC mismatch at {s.crc_failures}" if s.crc_failures else "CRC ok")
+    if s.partial_tail:
+        parts.append(f"partial tail {s.tail_bytes} bytes")
+    if s.error:
+        parts.append(f"error: {s.error}")
+    return ", ".join(parts)
+
+
+def _records_detail(s: Any, depth: int, out: list[str]) -> None:
+    data = getattr(s, "data", None)
+    if not data:
+        return
+    pad = _INDENT * depth
+    rs = decode_records(data, strict=False)
+    for b in rs.batches:
+        if isinstance(b, RecordBatch):
+            out.append(f"{pad}batch base offset {b.base_offset}, {b.record_count} records, {b.codec}, "
+                       f"{b.timestamp_type}, producer {b.producer_id}/{b.producer_epoch} seq {b.base_sequence}"
+                       + (", transactional" if b.transactional else "") + (", control" if b.control else "")
+                       + (f", error: {b.error}" if b.error else ""))
+        else:
+            out.append(f"{pad}message set entry offset {b.offset}, magic {b.magic}, {b.codec}"
+                       + (f", error: {b.error}" if b.error else ""))
+        for r in b.leaves():
+            out.append(f"{pad}{_INDENT}offset {r.offset}  ts {_ms_time(r.timestamp)}  key {_text(r.key)}  "
+                       f"value {_text(r.value)}")
+            for hk, hv in r.headers:
+                out.append(f"{pad}{_INDENT * 2}header {hk!r}: {_text(hv)}")
+    if rs.error:
+        out.append(f"{pad}error: {rs.error}")
+
+
+def _node(name: str, value: Any, depth: int, out: list[str]) -> None:
+    pad = _INDENT * depth
+    if isinstance(value, dict):
+        out.append(f"{pad}{name}")
+        for k, v in value.items():
+            _node(k, v, depth + 1, out)
+    elif isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        out.append(f"{pad}{name}: {len(value)} item{'s' if len(value) != 1 else ''}")
+        for i, v in enumerate(value):
+            _node(f"[{i}]", v, depth + 1, out)
+    elif isinstance(value, list):
+        out.append(f"{pad}{name}: [{', '.join(_text(v) for v in value)}]")
+    elif hasattr(value, "record_count") and hasattr(value, "crc_failures"):
+        out.append(f"{pad}{name}: {_records_line(value)}")
+        _records_detail(value, depth + 1, out)
+    else:
+        out.append(f"{pad}{name}: {_text(value)}")
+
+
+def message_tree(msg: Request | Response, kind: str, api: str) -> list[str]:
+    out = [f"{_INDENT}Kafka {api} v{msg.api_version} {kind}"]
+    pad = _INDENT * 2
+    out.append(f"{pad}length: {msg.size}")
+    out.append(f"{pad}correlation_id: {msg.correlation_id}")
+    if isinstance(msg, Request):
+        out.append(f"{pad}api_key: {msg.api_key}")
+        out.append(f"{pad}api_version: {msg.api_version}")
+        out.append(f"{pad}client_id: {_text(msg.client_id)}")
+    elif msg.inferred:
+        out.append(f"{pad}api inferred from the response body (request not captured)")
+    if msg.header_tags:
+        for tag, raw in msg.header_tags.items():
+            out.append(f"{pad}header tag {tag}: {_text(raw)}")
+    if msg.body is None:
+        out.append(f"{pad}body: not decoded" + (f" ({len(msg.raw)} bytes kept raw)" if msg.raw else ""))
+    else:
+        for k, v in msg.body.items():
+            _node(k, v, 2, out)
+    if msg.failure is not None:
+        f = msg.failure
+        out.append(f"{pad}[decode stopped: {f.error} at byte {f.offset}: {f.detail}]")
+    return out
