@@ -10,8 +10,15 @@ from pathlib import Path
 import pytest
 
 from kdissect import cli
-from kdissect.compare import Difference, _PdmlReader, differences, kdissect_messages, match, run_compare, \
-    wireshark_messages
+from kdissect.compare import (
+    Difference,
+    _PdmlReader,
+    differences,
+    kdissect_messages,
+    match,
+    run_compare,
+    wireshark_messages,
+)
 
 CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "public-captures"
 
