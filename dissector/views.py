@@ -127,3 +127,57 @@ def partition_rows(api_key: int, kind: str, version: int, body: dict[str, Any] |
                 count, batches, size, first, last, codec = _summary_fields(rec)
                 yield PartitionRow(name, topic_id, p.get(tp.index_field), p.get("error_code"), offset,
                                    p.get("high_watermark"), count, batches, size, first, last, codec, rec)
+
+
+def _topic_fields(fields: tuple[Field, ...], path: tuple[str, ...], out: list[tuple[tuple[str, ...], str]]) -> None:
+    for f in fields:
+        here = path + (f.name,)
+        if f.entity_type == "topicName" and f.type in ("string", "[]string"):
+            out.append((here, f.type))
+        elif f.name == "topic_id" and f.type == "uuid":
+            out.append((here, "uuid"))
+        if f.children:
+            _topic_fields(f.children, here, out)
+
+
+@lru_cache(maxsize=None)
+def topic_fields(api_key: int, kind: str, version: int) -> tuple[tuple[tuple[str, ...], str], ...]:
+    """Paths of every field the schema marks as a topic name (and every topic id)."""
+    msg = schema.message(api_key, kind, version)
+    out: list[tuple[tuple[str, ...], str]] = []
+    if msg is not None:
+        _topic_fields(msg.fields, (), out)
+    return tuple(out)
+
+
+def _values(node: Any, path: tuple[str, ...]) -> Iterator[Any]:
+    if isinstance(node, list):
+        for item in node:
+            yield from _values(item, path)
+    elif isinstance(node, dict) and path:
+        if len(path) == 1:
+            if path[0] in node:
+                yield node[path[0]]
+        else:
+            yield from _values(node.get(path[0]), path[1:])
+
+
+def topic_names(api_key: int, kind: str, version: int, body: dict[str, Any] | None,
+                topics: TopicRegistry | None = None) -> set[str]:
+    """Every topic a body mentions, by name, or by id when no name is known."""
+    found: set[str] = set()
+    if not body:
+        return found
+    for path, ftype in topic_fields(api_key, kind, version):
+        for value in _values(body, path):
+            if ftype == "[]string":
+                found.update(v for v in value or () if isinstance(v, str))
+            elif ftype == "uuid":
+                name = topics.name(value) if topics is not None else None
+                if name is None and value and value != "AAAAAAAAAAAAAAAAAAAAAA":
+                    found.add(value)
+                elif name:
+                    found.add(name)
+            elif isinstance(value, str):
+                found.add(value)
+    return found

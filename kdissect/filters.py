@@ -5,15 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from difflib import get_close_matches
-from typing import Any
 
 from dissector.events import Request, Response
 from dissector.schema import api_keys, api_name
+from dissector.views import topic_names
 
 from kdissect.errors import KdissectError
-from kdissect.rows import message_partitions
 
-_TOPIC_KEYS = ("name", "topic", "topic_name")
 
 
 def parse_apis(specs: Iterable[str]) -> frozenset[int] | None:
@@ -37,22 +35,10 @@ def parse_apis(specs: Iterable[str]) -> frozenset[int] | None:
 
 
 def topics_of(msg: Request | Response, kind: str) -> set[str]:
-    """Topic names (or ids) a message's body mentions."""
-    found: set[str] = set()
-    for p in message_partitions(msg, kind, None):
-        if p.topic:
-            found.add(p.topic)
-        if p.topic_id:
-            found.add(p.topic_id)
-    body: Any = msg.body
-    if isinstance(body, dict):
-        for item in body.get("topics") or ():  # Metadata, CreateTopics, ...: topics without partitions
-            if isinstance(item, dict):
-                for k in _TOPIC_KEYS:
-                    v = item.get(k)
-                    if isinstance(v, str):
-                        found.add(v)
-    return found
+    """Topic names (or ids, when the name is unknown) a message's body mentions."""
+    if msg.api_key is None or msg.api_version is None:
+        return set()
+    return topic_names(msg.api_key, kind, msg.api_version, msg.body)
 
 
 @dataclass(frozen=True, slots=True)

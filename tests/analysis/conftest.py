@@ -3,25 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-import sys
-import types
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from analysis import dataset
-
-try:
-    import pyspark.pandas  # noqa: F401
-except ImportError:
-    # pandas-on-Spark does not import under pandas 3, yet assertDataFrameEqual imports it (and
-    # its test utils) only to ask isinstance(df, ps.DataFrame). Stand-ins that nothing is an
-    # instance of keep the Spark DataFrame comparison working; unused once PySpark supports pandas 3.
-    _ps = types.ModuleType("pyspark.pandas")
-    _ps.DataFrame = type("DataFrame", (), {})  # type: ignore[attr-defined]
-    _utils = types.ModuleType("pyspark.testing.pandasutils")
-    _utils.PandasOnSparkTestUtils = type("PandasOnSparkTestUtils", (), {})  # type: ignore[attr-defined]
-    sys.modules.update({"pyspark.pandas": _ps, "pyspark.testing.pandasutils": _utils})
 
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=dt.UTC)
 
