@@ -56,7 +56,8 @@ def exchange_row(capture: str, conn: ConnectionLike, ex: Exchange) -> Row:
     req, resp = ex.request, ex.response
     api_key = ex.api_key
     resp_body = resp.body if resp is not None else None
-    code, name = body_error(resp_body)
+    resp_json = body_json(resp_body)
+    code, name = body_error(resp_body, resp_json)
     latency = ex.latency_ns
     return {
         "capture": capture,
@@ -81,7 +82,7 @@ def exchange_row(capture: str, conn: ConnectionLike, ex: Exchange) -> Row:
         "status": ex.status.value,
         "decode_error": _failure_text(ex),
         "request": body_json(req.body) if req is not None else None,
-        "response": body_json(resp_body),
+        "response": resp_json,
         "inferred": bool(resp is not None and resp.inferred),
     }
 

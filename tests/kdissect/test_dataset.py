@@ -220,3 +220,14 @@ def test_gzipped_capture_and_progress(tmp_path: Path) -> None:
     assert sorted(df.capture.unique()) == sorted([gz.name, src.name])
     assert "[1/2]" in screen.getvalue() and "exchanges" in screen.getvalue()
     assert screen.getvalue().endswith("\r")  # cleared: the summary starts on a clean line
+
+
+def test_nested_error_is_the_first_non_zero_one_and_not_text_inside_a_value():
+    from kdissect.bodies import body_error
+    body = {"throttle_time_ms": 0, "responses": [
+        {"name": 'x"error_code":5', "partitions": [{"partition_index": 0, "error_code": 0},
+                                                  {"partition_index": 1, "error_code": 6}]},
+        {"name": "y", "partitions": [{"partition_index": 0, "error_code": 3}]}]}
+    assert body_error(body) == (6, "NOT_LEADER_OR_FOLLOWER")
+    assert body_error({"error_code": 0, "topics": []}) == (0, "NONE")
+    assert body_error({"error_code": 27}) == (27, "REBALANCE_IN_PROGRESS")
