@@ -49,12 +49,14 @@ def _is_consumer(protocol_type: Any) -> bool | None:
 def decode_group_payloads(decoders: Decoders, api_key: int, kind: str, body: dict,
                           request_body: dict | None) -> None:
     """Replace consumer-protocol bytes in JoinGroup, SyncGroup and DescribeGroups bodies, in place."""
-    if api_key == 11:  # JoinGroup
+    if api_key in (11, 14):
+        # Newer versions say the protocol type on both sides; older responses only in the request.
         ptype = body.get("protocol_type")
         if ptype is None and request_body is not None:
             ptype = request_body.get("protocol_type")
         if _is_consumer(ptype) is False:
             return
+    if api_key == 11:  # JoinGroup
         if kind == "request":
             for p in body.get("protocols") or ():
                 p["metadata"] = decode_consumer_data(decoders, SUBSCRIPTION, p.get("metadata"))
@@ -62,11 +64,6 @@ def decode_group_payloads(decoders: Decoders, api_key: int, kind: str, body: dic
             for m in body.get("members") or ():
                 m["metadata"] = decode_consumer_data(decoders, SUBSCRIPTION, m.get("metadata"))
     elif api_key == 14:  # SyncGroup
-        ptype = body.get("protocol_type")
-        if ptype is None and request_body is not None:
-            ptype = request_body.get("protocol_type")
-        if _is_consumer(ptype) is False:
-            return
         if kind == "request":
             for a in body.get("assignments") or ():
                 a["assignment"] = decode_consumer_data(decoders, ASSIGNMENT, a.get("assignment"))
