@@ -99,6 +99,9 @@ def _common(p: argparse.ArgumentParser, records: bool) -> None:
                        help="also write OUTDIR/records/: one row per Kafka record")
         p.add_argument("--record-bytes", action="store_true",
                        help="put record key and value bytes in the records table (implies --records)")
+        p.add_argument("--max-decompressed", type=int, default=64, metavar="MIB",
+                       help="stop decompressing a records field past this many MiB, reported as an anomaly "
+                            "(a guard against decompression bombs; default 64)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -165,7 +168,8 @@ def _decode(args: argparse.Namespace) -> int:
     from kdissect.summary import format_summary
 
     options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
-                            records=args.records or args.record_bytes, record_bytes=args.record_bytes)
+                            records=args.records or args.record_bytes, record_bytes=args.record_bytes,
+                            max_decompressed=args.max_decompressed << 20)
     bar = ProgressLine(sys.stderr)
     bar.enabled = bar.enabled and not args.quiet
     try:
@@ -204,7 +208,8 @@ def _live(args: argparse.Namespace) -> int:
     from kdissect.source import DecodeOptions, ports_option
 
     options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
-                            records=args.records or args.record_bytes, record_bytes=args.record_bytes)
+                            records=args.records or args.record_bytes, record_bytes=args.record_bytes,
+                            max_decompressed=args.max_decompressed << 20)
     return run_live(LiveOptions(args.interface, args.output, args.rotate, args.duration, args.count), options,
                     sys.stderr)
 

@@ -56,7 +56,8 @@ def run_into(run: CaptureRun, writer: CaptureWriter, on_progress: Callable[[], N
 
 
 def row_options(options: DecodeOptions) -> RowOptions:
-    return RowOptions(records=options.records, record_bytes=options.record_bytes)
+    return RowOptions(records=options.records, record_bytes=options.record_bytes,
+                      max_decompressed=options.max_decompressed)
 
 
 def write_dataset(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], outdir: str | os.PathLike[str],

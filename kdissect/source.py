@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from capture import CaptureError, CaptureOptions, CaptureRun, parse_ports, read_capture
 from dissector.connection import Options
+from dissector.records import DEFAULT_MAX_DECOMPRESSED
 
 from kdissect.errors import KdissectError
 
@@ -19,6 +20,7 @@ class DecodeOptions:
     keep_secrets: bool = False            # keep SASL/credential fields instead of redacting them
     records: bool = False                 # fill the records table (one row per record)
     record_bytes: bool = False            # ... with key and value bytes
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED  # cap per records field, against decompression bombs
 
     def capture_options(self) -> CaptureOptions:
         return CaptureOptions(ports=self.ports, dissector=Options(keep_secrets=self.keep_secrets))

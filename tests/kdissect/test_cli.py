@@ -153,3 +153,14 @@ def test_compare_is_wired() -> None:
     p = kd("compare", public("deepflowio__deepflow__00-produce-v7-sw8.pcap"))
     assert p.returncode == 0, p.stderr
     assert "messages compared" in p.stdout
+
+
+def test_decompression_cap_reports_instead_of_inflating(tmp_path: Path) -> None:
+    sample = REPO / "samples" / "tansu-produce-codecs.pcap"
+    p = kd("decode", str(sample), "-o", str(tmp_path), "--records", "--max-decompressed", "0", "-q")
+    assert p.returncode == 0, p.stderr
+    kinds = read_table(tmp_path, "anomalies").column("kind").to_pylist()
+    # Every compressed batch (gzip, snappy, lz4, zstd) is over a 0 MiB cap; uncompressed ones still decode.
+    assert kinds.count("records_decode") >= 4
+    records = read_table(tmp_path, "records")
+    assert records.num_rows > 0
