@@ -50,7 +50,7 @@ from dissector.framing import (
     request_frame_decodes,
     response_header_version,
 )
-from dissector.infer import infer_response
+from dissector.infer import Inference, infer_response
 from dissector.redact import needs_redaction, redact
 from dissector.topics import TopicRegistry
 
@@ -61,6 +61,7 @@ TO_CLIENT = Direction.TO_CLIENT
 _NONE: tuple = ()
 _GROUP_APIS = frozenset({11, 14, 15})
 _RESYNC_KEEP = 1 << 20   # bytes an unsynced side keeps while it looks for a frame it can prove
+_FULL_INFERENCES = 64    # orphans per connection given a full search before shortcuts start
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +114,8 @@ class Connection:
         self._sasl_raw = False
         self._sasl_mechanism: str | None = None
         self._last_ts = 0
+        self._orphans = 0
+        self._inferred: dict[tuple[int, int], None] = {}   # (api, version) pairs inferred here, in order
 
     # -- public API -------------------------------------------------------------
 
@@ -417,9 +420,27 @@ class Connection:
         if not self.options.keep_secrets and needs_redaction(api_key):
             redact(api_key, body, self._sasl_mechanism)
 
+    def _infer(self, frame: bytes) -> Inference | None:
+        """Infer an orphan's api, cheaply once this connection has shown what its orphans are.
+
+        A full search tries every response schema (about a millisecond). A one-sided
+        capture can hold millions of orphans, so after the first few only the apis
+        already inferred here are tried, with a full search now and then to notice
+        new ones.
+        """
+        self._orphans += 1
+        if self._inferred and self._orphans > _FULL_INFERENCES and self._orphans % _FULL_INFERENCES:
+            guess = infer_response(self._decoders, frame, self._seen_versions, list(self._inferred))
+            if guess is not None:
+                return guess
+        guess = infer_response(self._decoders, frame, self._seen_versions)
+        if guess is not None:
+            self._inferred[(guess.api_key, guess.api_version)] = None
+        return guess
+
     def _orphan(self, frame: bytes, corr: int, size: int, first_ts: int, last_ts: int, offset: int,
                 out: list[Event]) -> None:
-        guess = infer_response(self._decoders, frame, self._seen_versions) if self.options.infer_orphans else None
+        guess = self._infer(frame) if self.options.infer_orphans else None
         if guess is None:
             resp = Response(corr, size, first_ts, last_ts, None, None, None, None, None, stream_offset=offset,
                             raw=frame[4:])
@@ -525,7 +546,7 @@ class Connection:
                 size = _I32(buf, segment_start)[0]
                 if segment_start + 4 + size == len(buf):
                     frame = buf[segment_start + 4:]
-                    if infer_response(self._decoders, frame, self._seen_versions) is not None:
+                    if self._infer(frame) is not None:
                         return segment_start, 0
         return None, 0
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dissector import schema
-from dissector.decoders import Decoders
+from dissector.decoders import DECODE_ERRORS, Decoders
 from dissector.framing import parse_response_header
 
 MAX_INFER_SIZE = 1 << 20  # beyond this, trying ~370 schemas costs more than a guess is worth
@@ -48,29 +48,40 @@ def _plausible(value: Any) -> bool:
     return True
 
 
-def infer_response(decoders: Decoders, frame: bytes, seen_versions: dict[int, int] | None = None) -> Inference | None:
+def _every_response() -> list[tuple[int, int]]:
+    out = []
+    for api_key in schema.api_keys():
+        lo, hi = schema.version_range(api_key)  # type: ignore[misc]
+        out += [(api_key, v) for v in range(lo, hi + 1)]
+    return out
+
+
+_EVERY = _every_response()
+
+
+def infer_response(decoders: Decoders, frame: bytes, seen_versions: dict[int, int] | None = None,
+                   candidates: list[tuple[int, int]] | None = None) -> Inference | None:
+    """Try every response schema (or only ``candidates``); None unless one api key fits."""
     if len(frame) < 4 or len(frame) > MAX_INFER_SIZE:
         return None
     fits: list[tuple[int, int, int, dict]] = []
     header_cache: dict[int, int | None] = {}
-    for api_key in schema.api_keys():
-        lo, hi = schema.version_range(api_key)  # type: ignore[misc]
-        for version in range(lo, hi + 1):
-            hv = schema.response_header_version(api_key, version)
-            if hv not in header_cache:
-                try:
-                    header_cache[hv] = parse_response_header(frame, hv)[1]
-                except Exception:
-                    header_cache[hv] = None
-            start = header_cache[hv]
-            if start is None:
-                continue
-            d = decoders.decode(api_key, "response", version, frame, start)
-            if d is None or d.failure is not None or d.end != len(frame):
-                continue
-            if not d.body or not _plausible(d.body):
-                continue
-            fits.append((api_key, version, hv, d.body))
+    for api_key, version in (candidates if candidates is not None else _EVERY):
+        hv = schema.response_header_version(api_key, version)
+        if hv not in header_cache:
+            try:
+                header_cache[hv] = parse_response_header(frame, hv)[1]
+            except DECODE_ERRORS:
+                header_cache[hv] = None
+        start = header_cache[hv]
+        if start is None:
+            continue
+        d = decoders.decode(api_key, "response", version, frame, start)
+        if d is None or d.failure is not None or d.end != len(frame):
+            continue
+        if not d.body or not _plausible(d.body):
+            continue
+        fits.append((api_key, version, hv, d.body))
     keys = {f[0] for f in fits}
     if len(keys) != 1:
         return None

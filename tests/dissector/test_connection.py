@@ -326,3 +326,28 @@ def test_exchange_with_a_malformed_request_is_malformed():
     conn = Connection()
     events = conn.feed(B, bad, 0) + conn.feed(C, metadata_resp(4), 1)
     assert [e.status for e in exchanges(events)] == [Status.MALFORMED]
+
+
+def produce_resp(corr: int, offset: int) -> bytes:
+    return response_frame(0, 9, corr, {
+        "responses": [{"name": "t", "partition_responses": [{
+            "index": 0, "error_code": 0, "base_offset": offset, "log_append_time_ms": -1,
+            "log_start_offset": 0, "record_errors": [], "error_message": None}]}],
+        "throttle_time_ms": 0})
+
+
+def test_one_sided_flow_infers_every_orphan_and_still_notices_a_new_api():
+    conn = Connection()
+    events = []
+    for i in range(200):  # past the full searches: later orphans take the shortcut
+        events += conn.feed(C, produce_resp(i, i), i)
+    events += conn.feed(C, response_frame(18, 3, 999, {
+        "error_code": 0, "api_keys": [{"api_key": 0, "min_version": 0, "max_version": 11}],
+        "throttle_time_ms": 0, "supported_features": [], "finalized_features_epoch": -1,
+        "finalized_features": [], "zk_migration_ready": False}), 1000)
+    ex = exchanges(events)
+    assert len(ex) == 201 and all(e.status == Status.ORPHAN_RESPONSE and e.response.inferred for e in ex)
+    assert {e.response.api_key for e in ex[:200]} == {0}
+    assert [r["base_offset"] for e in ex[:200] for r in e.response.body["responses"][0]["partition_responses"]] \
+        == list(range(200))
+    assert ex[200].response.api_key == 18
