@@ -342,7 +342,8 @@ def test_one_sided_flow_infers_every_orphan_and_still_notices_a_new_api():
     for i in range(200):  # past the full searches: later orphans take the shortcut
         events += conn.feed(C, produce_resp(i, i), i)
     events += conn.feed(C, response_frame(18, 3, 999, {
-        "error_code": 0, "api_keys": [{"api_key": 0, "min_version": 0, "max_version": 11}],
+        "error_code": 0, "api_keys": [{"api_key": 0, "min_version": 0, "max_version": 11},
+                                      {"api_key": 1, "min_version": 0, "max_version": 17}],
         "throttle_time_ms": 0, "supported_features": [], "finalized_features_epoch": -1,
         "finalized_features": [], "zk_migration_ready": False}), 1000)
     ex = exchanges(events)
