@@ -11,7 +11,7 @@ import struct
 
 from dissector.connection import Connection, Options
 from dissector.encoder import encode_data, request_frame, response_frame
-from dissector.events import Anomaly, Direction, Exchange, Request, Response, SaslToken, Status
+from dissector.events import Anomaly, Direction, Exchange, Request, SaslToken, Status
 from dissector.redact import REDACTED
 from dissector.topics import TopicRegistry
 from dissector.views import partition_rows
