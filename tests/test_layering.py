@@ -1,0 +1,36 @@
+"""The dependency arrows point one way: capture -> dissector; analysis reads Parquet only."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FORBIDDEN = {
+    "dissector": {"scapy", "pyarrow", "pyspark", "pandas", "capture", "kdissect", "analysis"},
+    "capture": {"pyarrow", "pyspark", "pandas", "kdissect", "analysis"},
+    "analysis": {"dissector", "capture", "kdissect", "scapy"},
+}
+
+
+def imported_roots(path: Path) -> set[str]:
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_package_does_not_import_across_the_arrows(package):
+    offenders = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        bad = imported_roots(path) & FORBIDDEN[package]
+        if bad:
+            offenders[str(path.relative_to(ROOT))] = sorted(bad)
+    assert not offenders
