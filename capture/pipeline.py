@@ -29,7 +29,9 @@ from capture.flows import (
 from capture.packet import ACK, FIN, RST, SYN, PacketIssue, Parser, parser_for
 from capture.reassembly import CONFLICT, DATA, GAP, MASK, HalfStream
 from capture.records import RawRecord, RecordSource, problem
+from dissector.connection import Connection, Options
 from dissector.events import Anomaly, Direction, Event
+from dissector.topics import TopicRegistry
 
 NS = 1_000_000_000
 
@@ -124,8 +126,11 @@ class Pipeline:
                  probe: KafkaProbe | None = None) -> None:
         self.options = options or CaptureOptions()
         o = self.options
+        # One per capture: a client learns topic ids from Metadata on one connection
+        # and fetches by id on another.
+        self.topics = TopicRegistry()
         if connection_factory is None:
-            connection_factory = _dissector_factory(o.dissector)
+            connection_factory = _dissector_factory(o.dissector, self.topics)
         if probe is None and o.ports is None:
             probe = KafkaProbe.from_dissector()
         self._new_connection = connection_factory
@@ -609,16 +614,10 @@ class Pipeline:
             self.stats.evicted += 1
 
 
-def _dissector_factory(dissector_options: Any) -> Callable[[bool], Any]:
-    """``factory(mid_stream)`` -> a Connection; one TopicRegistry per capture, shared by all."""
-    state: dict[str, Any] = {}
+def _dissector_factory(dissector_options: Options | None, topics: TopicRegistry) -> Callable[[bool], Connection]:
+    """``factory(mid_stream)`` -> a dissector Connection sharing the capture's topic registry."""
+    options = dissector_options if dissector_options is not None else Options()
 
-    def factory(mid_stream: bool) -> Any:
-        if not state:
-            from dissector.connection import Connection, Options
-            from dissector.topics import TopicRegistry
-            state["cls"] = Connection
-            state["opts"] = dissector_options if dissector_options is not None else Options()
-            state["topics"] = TopicRegistry()
-        return state["cls"](state["opts"], topics=state["topics"], mid_stream=mid_stream)
+    def factory(mid_stream: bool) -> Connection:
+        return Connection(options, topics=topics, mid_stream=mid_stream)
     return factory

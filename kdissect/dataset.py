@@ -183,9 +183,6 @@ class CaptureWriter:
         c = self.counts
         c.connections.add(conn.id)
         c.exchanges += 1
-        resp = ex.response
-        if resp is not None and resp.api_key is not None and resp.body is not None:
-            self.topics.learn_from_response(resp.api_key, resp.body)
         row = exchange_row(self.capture, conn, ex)
         c.per_api[row["api_name"] or "unknown"] += 1
         c.statuses[row["status"]] += 1

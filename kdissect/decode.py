@@ -89,7 +89,7 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
     for i, path in enumerate(paths, 1):
         run = open_capture_run(path, options)
         try:
-            writer = CaptureWriter(out, path.name, file_stem(path), row_options(options))
+            writer = CaptureWriter(out, path.name, file_stem(path), row_options(options), run.pipeline.topics)
         except BaseException:
             run.close()
             raise

@@ -18,7 +18,6 @@ from typing import Any, TextIO
 from capture import CaptureError
 from capture.live import LiveOptions as CaptureLiveOptions
 from capture.live import live_capture
-from dissector.topics import TopicRegistry
 
 from kdissect.dataset import TABLES, CaptureWriter, Counts, prepare_outdir
 from kdissect.decode import row_options
@@ -98,7 +97,7 @@ def run_live(live: LiveOptions, options: DecodeOptions, status: TextIO) -> int:
         run.stop()
 
     names = _Rotation(live.interface)
-    topics = TopicRegistry()   # topic ids learnt in one rotation still resolve in the next
+    topics = run.pipeline.topics   # the capture's registry: ids learnt in one rotation resolve in the next
     rows = row_options(options)
     total = Counts()
     line = ProgressLine(status)

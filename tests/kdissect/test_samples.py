@@ -70,3 +70,11 @@ def test_mixed_sample_has_every_client(samples_dataset: dict[str, pd.DataFrame])
     mine = ex[ex.capture == "mixed.pcap"]
     assert set(mine.client_id.dropna()) >= set(exp["client_ids"])
     assert {"Produce", "Fetch", "JoinGroup", "SyncGroup", "OffsetCommit"} <= set(mine.api_name)
+
+
+def test_fetch_by_topic_id_is_named_from_metadata(samples_dataset: dict[str, pd.DataFrame]) -> None:
+    parts = samples_dataset["partitions"]
+    fetch = parts[(parts.capture == "mock-transactions.pcap") & (parts.api_name == "Fetch")]
+    assert len(fetch) and fetch.topic_id.notna().all()
+    # Fetch v16 carries only topic ids; the names come from Metadata responses in the same capture.
+    assert set(fetch.topic) == {"tx-topic"}
