@@ -192,31 +192,21 @@ _fast_sll2 = _fast_ipv4(20, 0)
 _fast_raw = _fast_ipv4(0, None)
 
 
-def ethernet(data: bytes, wirelen: int) -> ParseResult:
-    seg = _fast_ether(data)
-    if seg is not None:
-        return seg
-    if len(data) < 14:
-        return None
-    return _by_ethertype(data, (data[12] << 8) | data[13], 14, wirelen)
+def _by_header(fast: Callable[[bytes], Segment | None], header_len: int, ethertype_at: int) -> Parser:
+    """A link layer that ends in an ethertype: the fast IPv4 path, else the general one."""
+    def parse(data: bytes, wirelen: int) -> ParseResult:
+        seg = fast(data)
+        if seg is not None:
+            return seg
+        if len(data) < header_len:
+            return None
+        return _by_ethertype(data, (data[ethertype_at] << 8) | data[ethertype_at + 1], header_len, wirelen)
+    return parse
 
 
-def linux_sll(data: bytes, wirelen: int) -> ParseResult:
-    seg = _fast_sll(data)
-    if seg is not None:
-        return seg
-    if len(data) < 16:
-        return None
-    return _by_ethertype(data, (data[14] << 8) | data[15], 16, wirelen)
-
-
-def linux_sll2(data: bytes, wirelen: int) -> ParseResult:
-    seg = _fast_sll2(data)
-    if seg is not None:
-        return seg
-    if len(data) < 20:
-        return None
-    return _by_ethertype(data, (data[0] << 8) | data[1], 20, wirelen)
+ethernet = _by_header(_fast_ether, 14, 12)
+linux_sll = _by_header(_fast_sll, 16, 14)
+linux_sll2 = _by_header(_fast_sll2, 20, 0)
 
 
 def bsd_loopback(data: bytes, wirelen: int) -> ParseResult:
