@@ -64,16 +64,21 @@ def ipv4(data: bytes, off: int, wirelen: int) -> ParseResult:
         return BAD_IP4
     if frag & 0x3FFF:
         return _fragment4(data, off, frag)
-    l4 = off + ihl
+    # Total length 0 is what TCP segmentation offload leaves in a sender-side capture.
+    end = off + total if total else n + max(wirelen - n, 0)
+    return _tcp(data, off + ihl, end, data[off + 12:off + 20])
+
+
+def _tcp(data: bytes, l4: int, end: int, addresses: bytes) -> ParseResult:
+    """The TCP segment at ``l4``; the IP layer ends at ``end`` (past ``len(data)`` when cut by the snaplen)."""
+    n = len(data)
     if n < l4 + 20:
         return TRUNCATED_TCP
     sport, dport, seq, ack, doff, flags = _TCP(data, l4)
     start = l4 + ((doff >> 4) << 2)
-    # Total length 0 is what TCP segmentation offload leaves in a sender-side capture.
-    end = off + total if total else n + max(wirelen - n, 0)
     if start > end or doff < 0x50:
         return BAD_TCP
-    key = data[off + 12:off + 20] + data[l4:l4 + 4]
+    key = addresses + data[l4:l4 + 4]
     if end <= n:
         return (key, sport, dport, seq, ack, flags, data[start:end], 0)
     return (key, sport, dport, seq, ack, flags, data[start:n], end - max(n, start))
@@ -107,17 +112,8 @@ def ipv6(data: bytes, off: int, wirelen: int) -> ParseResult:
             nh, p = data[p], p + ((data[p + 1] + 2) << 2)
         else:
             return None
-    if n < p + 20:
-        return TRUNCATED_TCP
-    sport, dport, seq, ack, doff, flags = _TCP(data, p)
-    start = p + ((doff >> 4) << 2)
     end = off + 40 + plen if plen else n + max(wirelen - n, 0)   # 0: jumbogram or offload
-    if start > end or doff < 0x50:
-        return BAD_TCP
-    key = data[off + 8:off + 40] + data[p:p + 4]
-    if end <= n:
-        return (key, sport, dport, seq, ack, flags, data[start:end], 0)
-    return (key, sport, dport, seq, ack, flags, data[start:n], end - max(n, start))
+    return _tcp(data, p, end, data[off + 8:off + 40])
 
 
 def _fragment6(data: bytes, off: int, p: int) -> PacketIssue | None:

@@ -19,24 +19,14 @@ from dissector.embedded import decode_group_payloads
 from dissector.encoder import EncodeError, encode_body, encode_data, request_frame, response_frame
 from dissector.events import Direction, Exchange, Request, Response, Status
 
-try:
-    from tests.dissector.strategies import (
-        all_api_versions,
-        all_messages,
-        body_strategy,
-        data_strategy,
-        message_and_body,
-        uuids,
-    )
-except ImportError:  # run from inside tests/dissector
-    from strategies import (  # type: ignore[no-redef]
-        all_api_versions,
-        all_messages,
-        body_strategy,
-        data_strategy,
-        message_and_body,
-        uuids,
-    )
+from tests.dissector.strategies import (
+    all_api_versions,
+    all_messages,
+    body_strategy,
+    data_strategy,
+    message_and_body,
+    uuids,
+)
 
 RAW = Decoders(records_hook=lambda b: b)
 SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
