@@ -24,7 +24,7 @@ from typing import Any
 from dissector.codecs import Budget, BytesMode, codec_name, render_bytes
 from dissector.errors import RecordsBadLength, RecordsError, RecordsUnderflow
 
-__all__ = ["LegacyMessage", "decode_message", "decode_message_set", "LEGACY_MIN_SIZE"]
+__all__ = ["LegacyMessage", "decode_message", "decode_message_set", "count_wrapper", "LEGACY_MIN_SIZE"]
 
 _HEAD = struct.Struct(">qiIbb")  # offset, message_size, crc, magic, attributes
 _I32 = struct.Struct(">i")
@@ -183,3 +183,50 @@ def decode_message_set(
         out.append(decode_message(buf, pos, budget=budget, depth=depth, max_depth=max_depth,
                                   check_crc=check_crc, strict=strict))
         pos += 12 + size
+
+
+def count_wrapper(value: bytes, codec: int, magic: int, wrapper_offset: int, budget: Budget) -> tuple[int, int, int]:
+    """(inner message count, first offset, last offset) of a compressed wrapper's inner set.
+
+    The summary path calls this: no header of the legacy format carries the
+    inner count, so the wrapper has to be opened. Decompression is bounded by
+    ``budget`` (the decompression cap), and legacy traffic (pre-0.11 clients)
+    is rare today, so paying it in the summary is acceptable; only entry
+    headers of the inner set are walked, nothing is decoded or kept.
+
+    Offsets follow :func:`decode_message`: under a magic 1 wrapper the inner
+    offsets are relative and the wrapper's offset is that of the last inner
+    message. A producer's request may carry a wrapper offset smaller than the
+    last relative offset (kafka-python writes 0); no broker-assigned offset can
+    be, so then the relative offsets themselves are given, as for a v2 batch in
+    a Produce request. Raises :class:`RecordsError` when the set cannot be read.
+    """
+    data = budget.decompress(codec, value)
+    pos = 0
+    n = len(data)
+    count = 0
+    first = last = 0
+    while pos < n:
+        if n - pos < 18:
+            raise RecordsUnderflow(f"inner message at byte {pos}: {n - pos} bytes, header needs 18")
+        offset, size, _, inner_magic, attrs = _HEAD.unpack_from(data, pos)
+        if inner_magic not in (0, 1):
+            raise RecordsError(f"inner message at byte {pos}: magic {inner_magic} inside a message set")
+        if size < LEGACY_MIN_SIZE[inner_magic] or size > n - pos - 12:
+            raise RecordsBadLength(f"inner message at byte {pos}: size {size} does not fit")
+        if attrs & 7:
+            raise RecordsError(f"inner message at byte {pos} is itself compressed (Kafka nests once)")
+        if not count:
+            first = offset
+        last = offset
+        count += 1
+        pos += 12 + size
+    if not count:
+        raise RecordsError("compressed wrapper holds no message")
+    if magic >= 1:
+        delta = wrapper_offset - last
+        if first + delta < 0:
+            delta = 0
+        first += delta
+        last += delta
+    return count, first, last

@@ -36,7 +36,7 @@ from dissector.errors import (
     RecordsError,
     RecordsUnderflow,
 )
-from dissector.legacy import LEGACY_MIN_SIZE, LegacyMessage, decode_message
+from dissector.legacy import LEGACY_MIN_SIZE, LegacyMessage, count_wrapper, decode_message
 
 __all__ = [
     "ControlRecord",
@@ -62,6 +62,7 @@ _V2_CRC_FROM = 21                  # CRC-32C covers attributes..end
 _PREFIX = struct.Struct(">qi")     # offset + length/size: common to every magic
 _LEGACY_SUMMARY = struct.Struct(">Ibb")   # crc, magic, attributes at +12
 _I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
 _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_VALUE = struct.Struct(">hi")
 _MIN_RECORD = 7  # length, attributes, ts delta, offset delta, key len, value len, header count
@@ -236,9 +237,9 @@ class RecordsSummary:
     total_bytes: int = 0
     magics: tuple[int, ...] = ()     # distinct magic values, sorted
     batch_count: int = 0             # complete top-level entries (v2 batches + legacy messages)
-    record_count: int | None = 0     # None when a compressed legacy wrapper hides its count
-    legacy_wrappers: int = 0         # compressed legacy messages (their inner count is unknown)
-    first_offset: int | None = None  # base offset of the first entry (a legacy wrapper's is its last inner offset)
+    record_count: int | None = 0     # None when a compressed legacy wrapper could not be opened
+    legacy_wrappers: int = 0         # compressed legacy messages (opened to count their inner messages)
+    first_offset: int | None = None  # base offset of the first entry (a legacy wrapper's: its first inner one)
     last_offset: int | None = None   # last offset of the last complete entry
     first_timestamp: int | None = None  # base timestamp of the first batch / first v1 message
     max_timestamp: int | None = None
@@ -287,17 +288,24 @@ class RecordsSummary:
 # --------------------------------------------------------------------------
 # Fast path
 
-def summarize(data: bytes | bytearray | memoryview | None, *, check_crc: bool = True) -> RecordsSummary:
-    """Walk entry headers only (no decompression); never raises."""
+def summarize(data: bytes | bytearray | memoryview | None, *, check_crc: bool = True,
+              max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> RecordsSummary:
+    """Walk entry headers only; never raises.
+
+    v2 batches are not decompressed (their header has the count). Legacy
+    compressed wrappers are opened, within ``max_decompressed`` for the whole
+    call, because nothing else tells how many messages they hold (see
+    :func:`dissector.legacy.count_wrapper`).
+    """
     try:
-        return _summarize(data, check_crc)
+        return _summarize(data, check_crc, max_decompressed)
     except Exception as e:  # noqa: BLE001 - the contract is "never raise"
         n = len(data) if isinstance(data, (bytes, bytearray, memoryview)) else 0
         return RecordsSummary(total_bytes=n, error=f"internal error: {e!r}", error_offset=0,
                               data=data if isinstance(data, bytes) else None)
 
 
-def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool) -> RecordsSummary:
+def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max_decompressed: int) -> RecordsSummary:
     if data is None:
         return RecordsSummary()
     n = len(data)
@@ -307,6 +315,8 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool) -> 
     batches = 0
     records = 0
     wrappers = 0
+    unopened = 0
+    budget: Budget | None = None
     first_offset = last_offset = first_ts = max_ts = None
     codec = -1
     pid = pepoch = bseq = None
@@ -364,19 +374,27 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool) -> 
             if check_crc and zlib.crc32(mv[pos + 16:end]) != crc:
                 failures.append(pos)
             ts = _I64.unpack_from(data, pos + 18)[0] if magic == 1 else None
+            first, last = offset, offset
+            if c:
+                wrappers += 1
+                if budget is None:
+                    budget = Budget(max_decompressed)
+                try:
+                    count, first, last = _open_wrapper(data, pos, end, magic, c, offset, budget)
+                    records += count
+                except RecordsError:
+                    unopened += 1
+            else:
+                records += 1
             if batches == 0:
-                first_offset = offset
+                first_offset = first
                 first_ts = ts
                 codec = c
             elif codec != c:
                 codec = 8
             if ts is not None and (max_ts is None or ts > max_ts):
                 max_ts = ts
-            last_offset = offset
-            if c:
-                wrappers += 1
-            else:
-                records += 1
+            last_offset = last
         else:
             err = f"entry at byte {pos}: unknown magic {magic}"
             break
@@ -387,7 +405,7 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool) -> 
         n,
         _MAGIC_SETS[magic_mask],
         batches,
-        None if wrappers else records,
+        None if unopened else records,
         wrappers,
         first_offset,
         last_offset,
@@ -407,6 +425,21 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool) -> 
         pos if err else None,
         data if isinstance(data, bytes) else bytes(data),
     )
+
+
+def _open_wrapper(data: bytes | bytearray | memoryview, pos: int, end: int, magic: int, codec: int, offset: int,
+                  budget: Budget) -> tuple[int, int, int]:
+    """Count the inner messages of the legacy wrapper at ``pos`` (see :func:`count_wrapper`)."""
+    p = pos + 18 + (8 if magic == 1 else 0)
+    (klen,) = _I32.unpack_from(data, p)
+    p += 4 + max(klen, 0)
+    if klen < -1 or p + 4 > end:
+        raise RecordsBadLength(f"wrapper at byte {pos}: key length {klen} does not fit")
+    (vlen,) = _I32.unpack_from(data, p)
+    p += 4
+    if vlen < 0 or p + vlen != end:
+        raise RecordsBadLength(f"wrapper at byte {pos}: value length {vlen} does not fit")
+    return count_wrapper(bytes(data[p:end]), codec, magic, offset, budget)
 
 
 # --------------------------------------------------------------------------

@@ -191,7 +191,7 @@ def test_several_batches_and_codecs_in_one_field():
     assert (s.batch_count, s.record_count, s.codec, s.first_offset, s.last_offset) == (5, 10, "mixed", 0, 41)
 
 
-def test_summarize_never_decompresses(monkeypatch):
+def test_summarize_never_decompresses_v2_batches(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("summarize decompressed")
 
@@ -205,9 +205,7 @@ def test_summarize_never_decompresses(monkeypatch):
     data = b"".join(build_v2("aiokafka", c) for c in range(1, 5))
     s = summarize(data)
     assert s.error is None and (s.batch_count, s.record_count) == (4, 20)
-    legacy = bytes(build_legacy("aiokafka", 1, 1, 3))
-    s = summarize(legacy)
-    assert s.error is None and s.record_count is None and s.legacy_wrappers == 1
+    # (A legacy wrapper has no count in any header: the summary opens that one; see below.)
     with pytest.raises(AssertionError, match="summarize decompressed"):  # the patch does bite
         decode_records(data)
 
@@ -302,8 +300,12 @@ def test_legacy_builder_roundtrip(lib, magic, codec):
     s = summarize(data)
     assert s.error is None and s.magics == (magic,) and s.codec == CODECS[codec] and s.crc_failures == []
     if codec:
-        assert (s.batch_count, s.record_count, s.legacy_wrappers) == (1, None, 1)
-        assert s.last_offset == (103 if magic == 1 else 0)
+        # The summary opens the wrapper to count it; offsets as the full decode gives them.
+        assert (s.batch_count, s.record_count, s.legacy_wrappers) == (1, 4, 1)
+        assert (s.first_offset, s.last_offset) == ((100, 103) if magic == 1 else (0, 3))
+        # As the producer sent it: kafka-python's wrapper offset is 0, so the relative offsets stand.
+        p = summarize(raw)
+        assert (p.record_count, p.first_offset, p.last_offset) == (4, 0, 3)
     else:
         assert (s.batch_count, s.record_count, s.first_offset, s.last_offset) == (4, 4, 0, 3)
     json.dumps(rs.to_dict())
@@ -499,6 +501,23 @@ def test_legacy_malformed():
     half = gzip.compress(enc_legacy(0, 1, 0, None, b"a", ts=1) + enc_legacy(1, 1, 0, None, b"b", ts=1)[:-2])
     rs = decode_records(enc_legacy(9, 1, 1, None, half, ts=1), strict=False)
     assert [m.value for m in rs[0].inner] == [b"a"] and "inner message at byte" in rs[0].error
+
+
+def test_summary_counts_legacy_wrappers_within_the_cap():
+    inner = b"".join(enc_legacy(i, 1, 0, None, b"v%d" % i, ts=1) for i in range(5))
+    wrapper = enc_legacy(44, 1, 1, None, gzip.compress(inner), ts=1)       # as served: absolute 40..44
+    plain = enc_legacy(45, 1, 0, None, b"x", ts=2)
+    s = summarize(wrapper + plain)
+    assert (s.batch_count, s.record_count, s.legacy_wrappers, s.first_offset, s.last_offset) == (2, 6, 1, 40, 45)
+    # Nested compression (Kafka never writes it), a damaged inner set, or the cap: count unknown, not wrong.
+    nested = enc_legacy(0, 1, 1, None, gzip.compress(wrapper), ts=1)
+    cut = enc_legacy(0, 1, 1, None, gzip.compress(inner[:-3]), ts=1)
+    for data in (nested, cut):
+        s = summarize(data + plain)
+        assert (s.record_count, s.legacy_wrappers, s.batch_count, s.error) == (None, 1, 2, None)
+    bomb = enc_legacy(0, 0, 1, None, gzip.compress(bytes(4 << 20)), ts=None)
+    s = summarize(bomb + plain, max_decompressed=1 << 20)
+    assert (s.record_count, s.batch_count, s.last_offset) == (None, 2, 45)
 
 
 def test_decompression_bomb_in_batch():
