@@ -1,52 +1,53 @@
-"""Live capture: raw frames from a kernel-filtered packet socket, into the same pipeline as files.
+"""Live capture: a kernel-filtered packet socket, a capture process, a spool, and the file pipeline.
 
-Scapy opens the socket (``conf.L2listen``) and compiles the BPF filter into the
-kernel; frames are then read with ``recvmsg`` straight off that socket, never
-dissected by scapy. On Linux the read also takes the nanosecond timestamp, the
-original length and any VLAN tag the kernel stripped from the ancillary data,
-and drops loopback frames seen a second time as outgoing (as libpcap does).
-``any`` is a cooked socket over all interfaces (SLL headers are rebuilt).
+Capture and decoding are decoupled the way dumpcap and tshark are. This module
+opens and filters the packet socket (so a missing privilege, an unknown
+interface or a bad filter is an error here, at once), then hands it to the
+capture process (:mod:`capture.dumper`), which only reads frames and appends
+them to a bounded spool of pcapng segments. The decoder follows the spool
+(:mod:`capture.spool`) through the same pcapng reader and :class:`Pipeline` as
+``decode``. When decoding falls behind, the spool grows and decoding catches
+up; frames are lost only when the spool is full, and that is counted and
+reported like the kernel's drops.
 
-Stops on :meth:`LiveSource.stop` (from another thread), Ctrl-C, a duration or a
-packet count; the pipeline then closes every connection.
+Linux only (packet sockets). ``any`` is a cooked socket over all interfaces
+(Linux cooked headers are rebuilt); loopback's outgoing copies of each frame
+are rejected by the kernel filter.
 """
 
 from __future__ import annotations
 
 import errno
-import logging
-import signal
+import os
 import socket
-import struct
+import subprocess
 import sys
+import tempfile
 import threading
-import time
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import IO, Any
 
 from capture import linktypes
+from capture.bpf import Filter, compile_filter
 from capture.errors import CaptureError
 from capture.pipeline import CaptureEvent, CaptureOptions, CaptureStats, Pipeline
-from capture.records import RawRecord, problem
-from dissector.events import Anomaly
+from capture.records import problem
+from capture.spool import SpoolSource
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
+PACKET_ADD_MEMBERSHIP = 1
+PACKET_MR_PROMISC = 1
 PACKET_AUXDATA = 8
-PACKET_STATISTICS = 6
-PACKET_OUTGOING = 4
 SO_TIMESTAMPNS = 35
 SO_RCVBUFFORCE = 33
-TP_STATUS_VLAN_VALID = 0x10
-TP_STATUS_VLAN_TPID_VALID = 0x40
 ARPHRD_ETHER, ARPHRD_LOOPBACK, ARPHRD_NONE = 1, 772, 0xFFFE
-RCVBUF = 32 << 20             # room for bursts: scapy's default (64 KiB) drops at once
-
-_AUX = struct.Struct("IIIHHHH")       # tpacket_auxdata
-_TIMESPEC = struct.Struct("qq")
-_SLL = struct.Struct("!HHH8sH")
-_STATS = struct.Struct("II")          # tpacket_stats: packets, drops (reset on read)
+RCVBUF = 64 << 20             # room for bursts while the capture process is not scheduled
+DLT_RAW_LINUX = 12            # libpcap's DLT_RAW on Linux (compiling for a cooked socket: IP first)
+MIN_SPOOL = 16 << 20
+DUMPER = Path(__file__).with_name("dumper.py")
 
 # ARPHRD (link type of a packet socket) -> pcap link type of what SOCK_RAW returns.
 _ARPHRD_DLT = {ARPHRD_ETHER: linktypes.ETHERNET, ARPHRD_LOOPBACK: linktypes.ETHERNET,
@@ -57,10 +58,16 @@ _ARPHRD_DLT = {ARPHRD_ETHER: linktypes.ETHERNET, ARPHRD_LOOPBACK: linktypes.ETHE
 class LiveOptions:
     interface: str = "any"
     bpf: str | None = None           # None: "tcp", or "tcp port P or ..." with explicit ports
-    snaplen: int = 262144
+    snaplen: int = 262144            # bytes kept of each frame; longer frames are cut and counted
     promisc: bool = False
     duration: float | None = None    # seconds
     count: int | None = None         # packets (after the filter)
+    spool_dir: Path | None = None    # where segments wait for the decoder; None: a temporary directory
+    spool_max: int = 1 << 30         # bytes the spool may hold undecoded; past it frames are dropped
+    segment_bytes: int = 16 << 20    # spool segment size
+    keep_dir: Path | None = None     # decoded segments are moved here instead of deleted
+    undecoded_dir: Path | None = None  # segments not decoded (aborted) are moved here instead of deleted
+    name_prefix: str = "live"        # kept segments: <name_prefix>-<n>.pcapng
 
 
 def default_bpf(ports: frozenset[int] | None) -> str:
@@ -75,230 +82,237 @@ def _privilege_error(interface: str) -> CaptureError:
     return CaptureError(f"live capture on {interface} needs root or the CAP_NET_RAW capability")
 
 
-class LiveSource:
-    """A :class:`~capture.records.RecordSource` over a network interface."""
+@dataclass(slots=True)
+class OpenSocket:
+    sock: socket.socket
+    linktype: int
+    cooked: bool
+    filter: Filter
 
-    def __init__(self, options: LiveOptions) -> None:
-        self.options = options
-        self.problems: list[Anomaly] = []
-        self.bytes_read = 0
-        self.size: int | None = None
-        self.packets = 0
-        self.kernel_drops: int | None = None
-        self.kernel_packets: int | None = None
-        self._stop = threading.Event()
-        self._ts = 0
-        self._scapy_sock: Any = None
-        self._sock, self.linktype, self._cooked = self._open()
 
-    # -- opening -------------------------------------------------------------------------------
-
-    def _open(self) -> tuple[socket.socket, int, bool]:
-        o = self.options
-        bpf = o.bpf if o.bpf is not None else "tcp"
-        try:
-            if o.interface == "any" or not sys.platform.startswith("linux"):
-                if not sys.platform.startswith("linux"):
-                    return self._open_scapy(bpf), -1, False
-                return self._open_cooked(bpf), linktypes.LINUX_SLL, True
-            sock = self._open_scapy(bpf)
-            hatype = sock.getsockname()[3]
-            dlt = _ARPHRD_DLT.get(hatype)
-            if dlt is None:
-                # An exotic link layer: let the kernel strip it and rebuild a cooked header.
-                self._scapy_sock.close()
-                self._scapy_sock = None
-                return self._open_cooked(bpf, o.interface), linktypes.LINUX_SLL, True
-            return sock, dlt, False
-        except PermissionError:
+def open_socket(o: LiveOptions) -> OpenSocket:
+    """The filtered packet socket for ``o.interface``; :class:`CaptureError` with one clear line if not."""
+    if not sys.platform.startswith("linux"):
+        raise CaptureError("live capture needs Linux (packet sockets); capture with tcpdump and use decode")
+    bpf = o.bpf if o.bpf is not None else "tcp"
+    try:
+        return _open(o, bpf)
+    except CaptureError:
+        raise
+    except PermissionError:
+        raise _privilege_error(o.interface) from None
+    except OSError as exc:
+        if exc.errno in (errno.EPERM, errno.EACCES):
             raise _privilege_error(o.interface) from None
-        except OSError as exc:
-            if exc.errno in (errno.EPERM, errno.EACCES):
-                raise _privilege_error(o.interface) from None
-            if exc.errno in (errno.ENODEV, errno.ENXIO):
-                raise CaptureError(f"no such network interface: {o.interface}") from None
-            raise CaptureError(f"cannot capture on {o.interface}: {exc.strerror or exc}") from None
+        if exc.errno in (errno.ENODEV, errno.ENXIO):
+            raise CaptureError(f"no such network interface: {o.interface}") from None
+        raise CaptureError(f"cannot capture on {o.interface}: {exc.strerror or exc}") from None
 
-    def _open_scapy(self, bpf: str) -> socket.socket:
-        import scapy.arch  # noqa: F401  (sets conf.L2listen for this platform)
-        from scapy.config import conf
-        from scapy.error import Scapy_Exception
-        o = self.options
-        # Scapy warns that it has no layer class for loopback: irrelevant, frames stay raw.
-        log = logging.getLogger("scapy.runtime")
-        level = log.level
-        log.setLevel(logging.ERROR)
-        try:
-            self._scapy_sock = conf.L2listen(iface=o.interface, filter=bpf, promisc=o.promisc)
-        except Scapy_Exception as exc:
-            raise CaptureError(f"bad capture filter {bpf!r}: {exc}") from None
-        except ValueError as exc:                  # scapy's unknown-interface error
-            raise CaptureError(f"no such network interface: {o.interface} ({exc})") from None
-        finally:
-            log.setLevel(level)
-        sock = getattr(self._scapy_sock, "ins", None)
-        if isinstance(sock, socket.socket):
-            self._tune(sock)
-        return sock  # type: ignore[return-value]
 
-    def _open_cooked(self, bpf: str, interface: str | None = None) -> socket.socket:
-        from scapy.arch.common import compile_filter
-        from scapy.error import Scapy_Exception
-        from scapy.libs.structures import sock_fprog
+def _loopback_index() -> int:
+    try:
+        return socket.if_nametoindex("lo")
+    except OSError:
+        return 1
+
+
+def _open(o: LiveOptions, bpf: str) -> OpenSocket:
+    if o.interface == "any":
+        # Unbound: every interface. Created listening, so drain what came before the filter.
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_ALL))
         try:
-            # Cooked sockets hand the filter the network header: compile as raw IP.
-            try:
-                prog = compile_filter(bpf, linktype=linktypes.RAW_12)
-            except (Scapy_Exception, OSError, ImportError) as exc:
-                raise CaptureError(f"bad capture filter {bpf!r}: {exc}") from None
-            sock.setsockopt(socket.SOL_SOCKET, 26, sock_fprog(prog.bf_len, prog.bf_insns))  # SO_ATTACH_FILTER
-            if interface:
-                sock.bind((interface, ETH_P_ALL))     # unbound: every interface
-            sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
-            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-            self._tune(sock)
+            flt = compile_filter(bpf, DLT_RAW_LINUX, o.snaplen).without_outgoing_on(_loopback_index())
+            flt.attach(sock)
+            _drain(sock)
+            _tune(sock)
         except BaseException:
             sock.close()
             raise
-        return sock
+        return OpenSocket(sock, linktypes.LINUX_SLL, True, flt)
+    try:
+        index = socket.if_nametoindex(o.interface)
+    except OSError:
+        raise CaptureError(f"no such network interface: {o.interface}") from None
+    # Protocol 0 hears nothing until bound, so no unfiltered frame gets in.
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+    try:
+        sock.bind((o.interface, 0))
+        hatype = sock.getsockname()[3]
+        dlt = _ARPHRD_DLT.get(hatype)
+        cooked = dlt is None
+        if cooked:
+            # An exotic link layer: let the kernel strip it and rebuild a cooked header.
+            sock.close()
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, 0)
+        flt = compile_filter(bpf, DLT_RAW_LINUX if cooked else dlt, o.snaplen)  # type: ignore[arg-type]
+        if hatype == ARPHRD_LOOPBACK:
+            flt = flt.without_outgoing_on(index)
+        flt.attach(sock)
+        if o.promisc:
+            mreq = index.to_bytes(4, sys.byteorder) + PACKET_MR_PROMISC.to_bytes(2, sys.byteorder) + bytes(10)
+            sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
+        _tune(sock)
+        sock.bind((o.interface, ETH_P_ALL))
+    except BaseException:
+        sock.close()
+        raise
+    return OpenSocket(sock, linktypes.LINUX_SLL if cooked else dlt, cooked, flt)  # type: ignore[arg-type]
 
-    @staticmethod
-    def _tune(sock: socket.socket) -> None:
+
+def _drain(sock: socket.socket) -> None:
+    while True:
         try:
-            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
-        except OSError:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
-        sock.settimeout(0.2)        # wake up to check stop/duration on a quiet interface
+            sock.recv(1, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
 
-    # -- reading -------------------------------------------------------------------------------
+
+def _tune(sock: socket.socket) -> None:
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
+    except OSError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+    sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
+
+@dataclass(slots=True)
+class DumperStatus:
+    """What the capture process last said (running totals)."""
+
+    packets: int = 0
+    bytes: int = 0
+    kernel_drops: int = 0
+    spool_drops: int = 0
+    spool_bytes: int = 0
+    cut: int = 0                          # frames longer than the snap length
+    ended: str | None = None              # stopped, count, duration, interface, error
+    detail: str = ""
+    unreported_drops: int = 0
+    lines: list[str] = field(default_factory=list)   # anything unexpected it printed
+
+
+class LiveSource(SpoolSource):
+    """A record source over an interface: the capture process runs from construction until stopped."""
+
+    def __init__(self, options: LiveOptions) -> None:
+        self.options = options
+        self.snaplen = options.snaplen
+        opened = open_socket(options)
+        self.linktype = opened.linktype
+        self.filter = opened.filter
+        self._tmp = None
+        spool = options.spool_dir
+        if spool is None:
+            self._tmp = tempfile.mkdtemp(prefix="kdissect-spool-")
+            spool = Path(self._tmp)
+        self.status = DumperStatus()
+        self._ended = threading.Event()
+        self._signals = 0
+        try:
+            spool.mkdir(parents=True, exist_ok=True)
+            argv = [sys.executable, "-I", "-S", str(DUMPER), "--fd", str(opened.sock.fileno()),
+                    "--linktype", str(opened.linktype), "--snaplen", str(options.snaplen),
+                    "--interface", options.interface, "--dir", str(spool),
+                    "--segment-bytes", str(options.segment_bytes), "--max-bytes", str(options.spool_max)]
+            if opened.cooked:
+                argv.append("--cooked")
+            if options.count is not None:
+                argv += ["--count", str(options.count)]
+            if options.duration is not None:
+                argv += ["--duration", repr(float(options.duration))]
+            # Own session: a Ctrl-C at the terminal reaches us, and we decide what the capture does.
+            self._proc = subprocess.Popen(argv, pass_fds=[opened.sock.fileno()], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, start_new_session=True)
+        except BaseException:
+            opened.sock.close()
+            raise
+        opened.sock.close()          # the capture process holds it now
+        super().__init__(spool, f"live capture on {options.interface}", self._dumper_done,
+                         keep_dir=options.keep_dir, keep_prefix=options.name_prefix,
+                         undecoded_dir=options.undecoded_dir)
+        if options.keep_dir is not None:
+            options.keep_dir.mkdir(parents=True, exist_ok=True)
+        self.on_end = self._report_trailing_drops
+        self._listener = threading.Thread(target=self._listen, args=(self._proc.stdout,),
+                                          name="kdissect-dumper-status", daemon=True)
+        self._listener.start()
+
+    # -- the capture process ---------------------------------------------------------------------
+
+    def _listen(self, pipe: IO[bytes]) -> None:
+        st = self.status
+        for raw in pipe:
+            parts = raw.decode("utf-8", "replace").split()
+            try:
+                if parts and parts[0] == "stats" and len(parts) == 7:
+                    (st.packets, st.bytes, st.kernel_drops, st.spool_drops, st.spool_bytes,
+                     st.cut) = map(int, parts[1:])
+                elif parts and parts[0] == "end" and len(parts) >= 7:
+                    st.packets, st.kernel_drops, st.spool_drops, st.unreported_drops, st.cut = \
+                        map(int, parts[2:7])
+                    st.detail = " ".join(parts[7:])
+                    st.ended = parts[1]
+                else:
+                    st.lines.append(raw.decode("utf-8", "replace").rstrip())
+            except ValueError:
+                st.lines.append(raw.decode("utf-8", "replace").rstrip())
+        self._proc.wait()
+        if st.ended is None:
+            st.ended = "error"
+            st.detail = f"the capture process exited with status {self._proc.returncode}"
+        self._ended.set()
+
+    def _dumper_done(self) -> bool:
+        return self._proc.poll() is not None
+
+    def _report_trailing_drops(self) -> None:
+        self._ended.wait(10)
+        st = self.status
+        if st.unreported_drops:
+            self.problems.append(problem(
+                "capture_drops", 0, f"{self.name}: {st.unreported_drops} packets lost at the end of the capture "
+                f"(kernel {st.kernel_drops} in all, spool full {st.spool_drops} in all)",
+                dropped=st.unreported_drops))
+
+    @property
+    def packets(self) -> int:
+        return self.status.packets
+
+    @property
+    def kernel_drops(self) -> int:
+        return self.status.kernel_drops
 
     def stop(self) -> None:
-        """End the capture (thread-safe); buffered frames already read are still processed."""
-        self._stop.set()
+        """End the capture: the capture process reads what is queued, then decoding runs to the end."""
+        self._signal()
 
-    def __iter__(self) -> Iterator[RawRecord]:
-        restore = None
-        if threading.current_thread() is threading.main_thread():
-            # Ctrl-C ends the capture cleanly; a second one interrupts for real.
-            def on_sigint(signum: int, frame: Any) -> None:
-                if self._stop.is_set():
-                    raise KeyboardInterrupt
-                self.stop()
-            restore = signal.signal(signal.SIGINT, on_sigint)
-        try:
-            if self.linktype < 0:
-                yield from self._read_scapy()
-            else:
-                yield from self._read_linux()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            if restore is not None:
-                signal.signal(signal.SIGINT, restore)
-            self._read_kernel_stats()
+    def abort(self) -> None:
+        """Stop now: the capture process stops reading, decoding stops at the next packet."""
+        self._signal()
+        self._signal()
+        super().abort()
 
-    def _limits(self) -> tuple[float | None, int | None]:
-        o = self.options
-        return (time.monotonic() + o.duration if o.duration else None), o.count
-
-    def _read_linux(self) -> Iterator[RawRecord]:
-        recvmsg = self._sock.recvmsg
-        snaplen = self.options.snaplen
-        anc_size = socket.CMSG_SPACE(_AUX.size) + socket.CMSG_SPACE(_TIMESPEC.size)
-        deadline, count = self._limits()
-        stopped = self._stop.is_set
-        monotonic = time.monotonic
-        lt, cooked = self.linktype, self._cooked
-        n = 0
-        while not stopped():
-            if deadline is not None and monotonic() >= deadline:
-                break
+    def _signal(self) -> None:
+        if self._proc.poll() is None and self._signals < 2:
+            self._signals += 1
             try:
-                data, anc, _flags, addr = recvmsg(snaplen, anc_size)
-            except (TimeoutError, BlockingIOError, InterruptedError):
-                continue
-            ts = 0
-            wirelen = len(data)
-            aux = None
-            for level, kind, value in anc:
-                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(value) >= 16:
-                    sec, nsec = _TIMESPEC.unpack_from(value)
-                    ts = sec * 1_000_000_000 + nsec
-                elif level == SOL_PACKET and kind == PACKET_AUXDATA and len(value) >= _AUX.size:
-                    aux = _AUX.unpack_from(value)
-            pkttype, hatype = addr[2], addr[3]
-            if pkttype == PACKET_OUTGOING and hatype == ARPHRD_LOOPBACK:
-                continue                   # the same frame comes again as incoming
-            if aux is not None:
-                status, wirelen = aux[0], aux[1]
-                if status & TP_STATUS_VLAN_VALID and not cooked:
-                    tpid = aux[6] if status & TP_STATUS_VLAN_TPID_VALID else 0x8100
-                    data = data[:12] + struct.pack("!HH", tpid, aux[5]) + data[12:]
-                    wirelen += 4
-            if cooked:
-                hw = addr[4][:8]
-                data = _SLL.pack(pkttype, hatype, len(hw), hw.ljust(8, b"\0"), addr[1]) + data
-                wirelen += _SLL.size
-            if not ts:
-                ts = time.time_ns()
-            n += 1
-            self.packets = n
-            self._ts = ts
-            self.bytes_read += len(data)
-            yield (ts, lt, data, wirelen)
-            if count is not None and n >= count:
-                break
-
-    def _read_scapy(self) -> Iterator[RawRecord]:
-        """Other platforms: scapy's raw read (microsecond timestamps, no original length)."""
-        from scapy.config import conf
-        s = self._scapy_sock
-        deadline, count = self._limits()
-        n = 0
-        lt = -1
-        while not self._stop.is_set():
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            ready = s.select([s], 0.2) if hasattr(s, "select") else [s]
-            if not ready:
-                continue
-            cls, data, t = s.recv_raw(self.options.snaplen)
-            if data is None:
-                continue
-            if lt < 0:
-                lt = conf.l2types.layer2num.get(cls, linktypes.ETHERNET)
-                self.linktype = lt
-            n += 1
-            self.packets = n
-            self.bytes_read += len(data)
-            yield (int((t or time.time()) * 1e9), lt, data, len(data))
-            if count is not None and n >= count:
-                break
-
-    def _read_kernel_stats(self) -> None:
-        if self._sock is None or not sys.platform.startswith("linux"):
-            return
-        try:
-            raw = self._sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, _STATS.size)
-        except OSError:
-            return
-        packets, drops = _STATS.unpack(raw)
-        # The counters reset on every read; this is the only read.
-        self.kernel_packets, self.kernel_drops = packets, drops
-        if drops:
-            self.problems.append(problem(
-                "capture_drops", self._ts,
-                f"the kernel dropped {drops} of {packets} packets on {self.options.interface} "
-                "(the reader fell behind)", dropped=drops))
+                self._proc.terminate()
+            except ProcessLookupError:
+                pass
 
     def close(self) -> None:
-        if self._scapy_sock is not None:
-            self._scapy_sock.close()
-            self._scapy_sock = None
-        elif self._sock is not None:
-            self._sock.close()
-        self._sock = None  # type: ignore[assignment]
+        if self._proc.poll() is None:
+            self.abort()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        self._listener.join(5)
+        super().close()
 
 
 class LiveRun:
@@ -316,6 +330,9 @@ class LiveRun:
     def stop(self) -> None:
         self.source.stop()
 
+    def abort(self) -> None:
+        self.source.abort()
+
     def _generate(self) -> Generator[CaptureEvent, None, None]:
         try:
             yield from self.pipeline.run(self.source)
@@ -331,6 +348,7 @@ class LiveRun:
 
     def close(self) -> None:
         self._events.close()
+        self.source.close()
 
 
 def live_capture(live: LiveOptions, options: CaptureOptions | None = None, **pipeline_kw: Any) -> LiveRun:
@@ -340,7 +358,7 @@ def live_capture(live: LiveOptions, options: CaptureOptions | None = None, **pip
     """
     options = options or CaptureOptions()
     if live.bpf is None:
-        live = LiveOptions(**{**{f: getattr(live, f) for f in live.__slots__}, "bpf": default_bpf(options.ports)})
+        live = replace(live, bpf=default_bpf(options.ports))
     source = LiveSource(live)
     return LiveRun(source, Pipeline(options, **pipeline_kw))
 

@@ -56,15 +56,19 @@ examples:
 
 LIVE_HELP = """\
 Captures Kafka traffic from a network interface into the same dataset as
-'decode'. Every --rotate seconds the current files are closed and become
-visible (OUTDIR/<table>/live-<iface>-<start>-<n>.parquet), so Spark can read
+'decode'. A capture process spools packets to OUTDIR/.spool/ (pcapng) and the
+decoder follows it, so slow decoding costs delay, not packets. Every --rotate
+seconds the current files are closed and become visible
+(OUTDIR/<table>/live-<iface>-<start>-<run id>-<n>.parquet), so Spark can read
 the dataset while the capture runs; an interval without traffic writes no file.
-Stops after --duration seconds, --count packets, or Ctrl-C (the last files are
-written either way). A one-line status shows progress. Needs root or CAP_NET_RAW.
+Stops after --duration seconds, --count packets, Ctrl-C or SIGTERM: what is
+queued is read and decoded and the last files are written (exit 0). Interface
+gone: the same, then exit 1. A second Ctrl-C stops decoding at once. Needs
+root or CAP_NET_RAW.
 
 examples:
   sudo kdissect live -i eth0 -o out/ --rotate 60
-  sudo kdissect live -i lo --ports 9092 -o out/ --duration 300
+  sudo kdissect live -i lo --ports 9092 -o out/ --duration 300 --keep-pcap
 """
 
 
@@ -82,8 +86,20 @@ def _positive(kind: type) -> object:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be greater than 0, got {text!r}")
+        if not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a finite number greater than 0, got {text!r}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _at_least(kind: type, minimum: float) -> object:
+    positive = _positive(kind)
+
+    def parse(text: str) -> object:
+        value = positive(text)  # type: ignore[operator]
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum:g}, got {text!r}")
         return value
     parse.__name__ = kind.__name__
     return parse
@@ -139,10 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
                        description=LIVE_HELP, formatter_class=fmt)
     p.add_argument("-i", "--interface", required=True, metavar="IFACE", help="network interface, e.g. eth0 or lo")
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="dataset directory (created if missing)")
-    p.add_argument("--rotate", type=_positive(float), default=60.0, metavar="SECONDS",
-                   help="start new Parquet files every SECONDS (default 60)")
+    p.add_argument("--rotate", type=_at_least(float, 1.0), default=60.0, metavar="SECONDS",
+                   help="start new Parquet files every SECONDS of capture time (default 60, at least 1)")
     p.add_argument("--duration", type=_positive(float), metavar="SECONDS", help="stop after SECONDS")
     p.add_argument("--count", type=_positive(int), metavar="N", help="stop after N packets (like tcpdump -c)")
+    p.add_argument("--keep-pcap", action="store_true",
+                   help="keep the captured packets as pcapng files in OUTDIR/pcap/ (deleted once decoded otherwise)")
+    p.add_argument("--spool-max", type=_at_least(int, 16), default=1024, metavar="MIB",
+                   help="captured packets waiting to be decoded may take this much disk under OUTDIR/.spool/; "
+                        "past it packets are dropped and reported (default 1024, at least 16)")
     _common(p, records=True)
 
     p = sub.add_parser("compare", help="compare kdissect's decoding of a capture with Wireshark's")
@@ -210,8 +231,8 @@ def _live(args: argparse.Namespace) -> int:
     options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
                             records=args.records or args.record_bytes, record_bytes=args.record_bytes,
                             max_decompressed=args.max_decompressed << 20)
-    return run_live(LiveOptions(args.interface, args.output, args.rotate, args.duration, args.count), options,
-                    sys.stderr)
+    return run_live(LiveOptions(args.interface, args.output, args.rotate, args.duration, args.count,
+                                args.keep_pcap, args.spool_max << 20), options, sys.stderr)
 
 
 def _compare(args: argparse.Namespace) -> int:
