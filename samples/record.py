@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import json
 import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,7 +36,7 @@ sys.path.insert(0, str(REPO))
 from tests.brokers import netns, run_tansu, tansu_binary, tcpdump
 
 TANSU_PORT = 9092  # each netns is empty, so a fixed port is free and tshark decodes it by default
-CLIENT_TIMEOUT = 240
+CLIENT_TIMEOUT = 420  # group-rebalance waits out session timeouts on two brokers
 
 # Short group timeouts: tansu holds JoinGroup for the whole rebalance timeout
 # (max.poll.interval.ms, 300 s by default) before answering.
@@ -69,6 +71,7 @@ class Report:
         self.clients: list[dict] = []
         self.brokers: dict[str, str] = {}
         self.notes: list[str] = []
+        self.groups: dict[str, dict] = {}  # per consumer group: what its members saw (rebalance scenario)
         self._lock = threading.Lock()
 
     def client(self, client_id: str, lib: dict, role: str, config: dict | None = None) -> dict:
@@ -78,7 +81,10 @@ class Report:
         return entry
 
     def to_json(self) -> dict:
-        return {"brokers": self.brokers, "clients": self.clients, "notes": self.notes}
+        out = {"brokers": self.brokers, "clients": self.clients, "notes": self.notes}
+        if self.groups:
+            out["groups"] = self.groups
+        return out
 
 
 def _tp(tree: dict, topic: str, partition: int) -> dict:
@@ -682,6 +688,304 @@ def sc_mixed(rep: Report, bs: str) -> None:
         rep.notes.extend(errors)
 
 
+# --------------------------------------------------------------------------
+# A consumer group that rebalances: members join, one is killed, one leaves.
+#
+# Each member is its own process (so one can be SIGKILLed and its session must
+# time out on the broker) that appends what its rebalance callbacks and poll
+# loop saw to a JSON-lines file, line-buffered so a kill loses nothing written.
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def run_member(spec: dict) -> None:
+    """Child mode: one group member until SIGTERM (then commit, close) or SIGKILL."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    out = open(spec["events"], "a", buffering=1)  # noqa: SIM115 - lives as long as the process
+
+    def emit(event: str, **kw) -> None:
+        out.write(json.dumps({"ts": utc_now(), "event": event, **kw}) + "\n")
+
+    names = lambda parts: sorted(f"{tp.topic}-{tp.partition}" for tp in parts)  # noqa: E731
+    if spec["lib"] == "ck":
+        from confluent_kafka import Consumer, KafkaException
+
+        def commit(c) -> dict:
+            try:
+                done = c.commit(asynchronous=False) or []
+                return {f"{tp.topic}-{tp.partition}": tp.offset for tp in done if tp.offset >= 0}
+            except KafkaException as e:  # _NO_OFFSET: nothing consumed since the last commit
+                return {"error": err_name(e)[0]}
+
+        def on_assign(c, parts):
+            emit("assign", partitions=names(parts))
+
+        def on_revoke(c, parts):
+            emit("revoke", partitions=names(parts), committed=commit(c))
+
+        def on_lost(c, parts):
+            emit("lost", partitions=names(parts))
+
+        c = Consumer({"bootstrap.servers": spec["bootstrap"], "client.id": spec["client_id"], **spec["config"]})
+        c.subscribe(spec["topics"], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+        emit("subscribed")
+        while not stop.is_set():
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                emit("error", error=m.error().name())
+            else:
+                emit("consumed", tp=f"{m.topic()}-{m.partition()}", offset=m.offset())
+        emit("closing", committed=commit(c))
+        c.close()  # LeaveGroup
+    else:
+        from kafka import ConsumerRebalanceListener, KafkaConsumer
+
+        c = KafkaConsumer(bootstrap_servers=spec["bootstrap"], client_id=spec["client_id"], **spec["config"])
+
+        def commit() -> dict:
+            offsets = c._subscription.all_consumed_offsets()  # noqa: SLF001 - what commit() will send
+            try:
+                c.commit()
+            except Exception as e:  # noqa: BLE001 - recorded, not hidden
+                return {"error": err_name(e)[0]}
+            return {f"{tp.topic}-{tp.partition}": om.offset for tp, om in offsets.items()}
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked):
+                emit("revoke", partitions=names(revoked), committed=commit() if revoked else {})
+
+            def on_partitions_assigned(self, assigned):
+                emit("assign", partitions=names(assigned))
+
+        c.subscribe(spec["topics"], listener=Listener())
+        emit("subscribed")
+        while not stop.is_set():
+            for _tp_, msgs in c.poll(timeout_ms=200).items():
+                for m in msgs:
+                    emit("consumed", tp=f"{m.topic}-{m.partition}", offset=m.offset)
+        emit("closing", committed=commit())
+        c.close()  # LeaveGroup
+    emit("closed")
+
+
+class Member:
+    """A group member process started from the scenario, and what it reported so far."""
+
+    def __init__(self, cid: str, lib: str, bs: str, group: str, topics: list[str], tmp: Path) -> None:
+        self.cid, self.lib = cid, lib
+        self.events_path = tmp / f"{cid}.jsonl"
+        if lib == "ck":
+            self.config = {"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                           **GROUP_TIMEOUTS_CK}
+        else:
+            self.config = {"group_id": group, "auto_offset_reset": "earliest", "enable_auto_commit": False,
+                           **GROUP_TIMEOUTS_PY}
+        spec = {"lib": lib, "bootstrap": bs, "client_id": cid, "topics": topics, "config": self.config,
+                "events": str(self.events_path)}
+        self.proc = subprocess.Popen([sys.executable, __file__, "--member", json.dumps(spec)])
+        self.killed = False
+
+    def events(self) -> list[dict]:
+        if not self.events_path.exists():
+            return []
+        lines = self.events_path.read_text().splitlines()
+        return [json.loads(line) for line in lines if line.endswith("}")]  # a kill may cut the last line
+
+    def assignment_since(self, ts: str) -> list[str] | None:
+        """Partitions of the latest assign callback at or after ``ts`` (None if none yet)."""
+        got = None
+        for e in self.events():
+            if e["ts"] >= ts and e["event"] == "assign":
+                got = e["partitions"]
+        return got
+
+    def stop(self, timeout: float = 30) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+        self.killed = True
+
+
+def wait_settled(live: list[Member], since: str, partitions: list[str], timeout: float = 60) -> str:
+    """Block until every live member got an assignment after ``since`` and together they cover the topic."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = {m.cid: m.assignment_since(since) for m in live}
+        if all(v is not None for v in got.values()):
+            flat = [p for v in got.values() for p in v]
+            if sorted(flat) == sorted(partitions):
+                return utc_now()
+        time.sleep(0.2)
+    raise TimeoutError(f"group did not settle after {since}: {got}")
+
+
+def _member_entry(rep: Report, m: Member) -> dict:
+    lib = lib_ck() if m.lib == "ck" else lib_kp()
+    entry = rep.client(m.cid, lib, "group-member (killed)" if m.killed else "group-member", m.config)
+    entry["rebalance_events"] = []
+    entry["committed"] = {}
+    for e in m.events():
+        if e["event"] == "consumed":
+            topic, part = e["tp"].rsplit("-", 1)
+            note_consumed(entry, topic, int(part), e["offset"])
+        elif e["event"] in ("assign", "revoke", "lost"):
+            entry["rebalance_events"].append({k: e[k] for k in ("ts", "event", "partitions", "committed") if k in e})
+        if isinstance(e.get("committed"), dict):
+            for tp, off in e["committed"].items():
+                if tp != "error":
+                    topic, part = tp.rsplit("-", 1)
+                    _tp(entry["committed"], topic, int(part))["offset"] = off
+    entry["assigns_seen"] = sum(e["event"] == "assign" for e in entry["rebalance_events"])
+    return entry
+
+
+def rebalancing_group(rep: Report, bs: str, broker: str, tmp: Path) -> None:
+    """Producer in the background; members A (ck), B (kafka-python on tansu), C (ck) join one by one,
+    C is SIGKILLed (its session times out), B leaves, A drains and leaves; then a consumer in
+    another group stops after a few records so its lag stays non-zero."""
+    from confluent_kafka import Consumer, TopicPartition
+    topic, group, lag_group = f"rb-{broker}", f"kd-rb-{broker}", f"kd-lag-{broker}"
+    prod, pentry = ck_producer(rep, bs, f"kd-rb-producer-{broker}", {"acks": "all", "linger.ms": 5})
+    cb = _ck_delivery(pentry)
+    records = make_records(200, f"rb{broker}")
+    sent = 0
+
+    def send(n: int) -> None:
+        nonlocal sent
+        for key, value, headers in records[sent:sent + n]:
+            prod.produce(topic, value, key, headers=headers, on_delivery=cb)
+            prod.poll(0)
+        sent += n
+
+    send(8)
+    prod.flush(30)
+    if not rep.brokers or broker == "mock":
+        rep.brokers.update(brokers_of(prod))
+    partitions = sorted(f"{topic}-{p}" for p in prod.list_topics(topic, timeout=10).topics[topic].partitions)
+    # Trickle records while the group changes, so the members consume through the rebalances.
+    stop_producing = threading.Event()
+
+    def trickle() -> None:
+        while not stop_producing.wait(0.8) and sent < len(records):
+            send(1)
+            prod.poll(0)
+
+    producer_thread = threading.Thread(target=trickle)
+    producer_thread.start()
+    steps: list[dict] = []
+    live: list[Member] = []
+    members: list[Member] = []
+
+    def step(what: str, member: Member, change) -> None:
+        since = utc_now()
+        change()
+        settled = wait_settled(live, since, partitions)
+        time.sleep(1.5)  # a heartbeat or two: a second generation would show up here
+        steps.append({"step": what, "member": member.cid, "at": since, "settled": settled,
+                      "assignment": {m.cid: m.assignment_since(since) for m in live},
+                      "assigns_seen": {m.cid: sum(e["event"] == "assign" and e["ts"] >= since for e in m.events())
+                                       for m in live}})
+
+    def join(cid: str, lib: str) -> None:
+        m = Member(cid, lib, bs, group, [topic], tmp)
+        members.append(m)
+        step("join", m, lambda: live.append(m))
+
+    try:
+        join(f"kd-rb-a-{broker}", "ck")
+        join(f"kd-rb-b-{broker}", "kp" if broker == "tansu" else "ck")  # kafka-python cannot bootstrap off the mock
+        join(f"kd-rb-c-{broker}", "ck")
+        c = members[2]
+        step("killed: session timeout", c, lambda: (c.kill(), live.remove(c)))
+        b = members[1]
+        step("leave", b, lambda: (b.stop(), live.remove(b)))
+    finally:
+        stop_producing.set()
+        producer_thread.join()
+        left = prod.flush(30)
+        if left:
+            pentry["undelivered_at_exit"] = left
+    a = members[0]
+    time.sleep(3)  # A drains what the producer sent last
+    a.stop()
+    steps.append({"step": "leave", "member": a.cid, "at": utc_now()})
+    for m in members:
+        if m.proc.poll() is None:
+            m.kill()
+        _member_entry(rep, m)
+
+    # Stops early: reads half of each partition (pausing those done), commits that, closes;
+    # its fetches have seen the whole log, so the wire holds both ends of the lag.
+    lag_cid = f"kd-rb-lagger-{broker}"
+    lconf = {"group.id": lag_group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+             **GROUP_TIMEOUTS_CK}
+    lentry = rep.client(lag_cid, lib_ck(), "consumer (stops early)", lconf)
+    lc = Consumer({"bootstrap.servers": bs, "client.id": lag_cid, "error_cb": ck_error_cb(lentry), **lconf})
+    lc.subscribe([topic])
+    target = {int(p): max(1, s["count"] // 2) for p, s in pentry.get("delivered", {}).get(topic, {}).items()}
+    next_offset: dict[int, int] = {}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(next_offset.get(p, 0) < n for p, n in target.items()):
+        msg = lc.poll(0.2)
+        if msg is None or msg.error() or next_offset.get(msg.partition(), 0) >= target[msg.partition()]:
+            continue  # a record fetched before its partition was paused is not processed
+        note_consumed(lentry, msg.topic(), msg.partition(), msg.offset())
+        next_offset[msg.partition()] = msg.offset() + 1
+        if next_offset[msg.partition()] >= target[msg.partition()]:
+            lc.pause([TopicPartition(topic, msg.partition())])
+    lentry["committed"] = {}
+    for tp in lc.commit(offsets=[TopicPartition(topic, p, o) for p, o in sorted(next_offset.items())],
+                        asynchronous=False) or []:
+        if tp.offset >= 0:
+            _tp(lentry["committed"], tp.topic, tp.partition)["offset"] = tp.offset
+    time.sleep(2)  # more Fetch round trips, so the high watermark of every partition is on the wire
+    lentry["high_watermarks"] = {}
+    for tp in lc.assignment():
+        _lo, hi = lc.get_watermark_offsets(tp, cached=True)  # from the last Fetch response
+        _tp(lentry["high_watermarks"], tp.topic, tp.partition)["offset"] = hi
+    lc.close()
+
+    # The final committed offsets, as the group coordinator hands them out (OffsetFetch).
+    final: dict[str, dict] = {}
+    for grp in (group, lag_group):
+        chk = Consumer({"bootstrap.servers": bs, "client.id": f"kd-rb-checker-{broker}", "group.id": grp,
+                        "enable.auto.commit": False})
+        final[grp] = {}
+        tps = [TopicPartition(topic, int(p.rsplit("-", 1)[1])) for p in partitions]
+        for tp in chk.committed(tps, timeout=10):
+            if tp.offset >= 0:
+                _tp(final[grp], tp.topic, tp.partition)["offset"] = tp.offset
+        chk.close()
+    rep.client(f"kd-rb-checker-{broker}", lib_ck(), "offset-fetch", {"group.id": f"{group},{lag_group}"})
+
+    lag = {}
+    for t, parts in lentry["high_watermarks"].items():
+        for p, hw in parts.items():
+            committed = final[lag_group].get(t, {}).get(p, {}).get("offset")
+            _tp(lag, t, int(p)).update(committed_offset=committed, high_watermark=hw["offset"],
+                                       lag=None if committed is None else hw["offset"] - committed)
+    rep.groups[group] = {"broker": broker, "topic": topic, "partitions": partitions,
+                         "members": [m.cid for m in members], "steps": steps,
+                         "rebalances_seen": len([s for s in steps if "assignment" in s]),
+                         "final_committed": final[group]}
+    rep.groups[lag_group] = {"broker": broker, "topic": topic, "members": [lag_cid],
+                             "final_committed": final[lag_group], "lag": lag}
+
+
+def sc_group_rebalance(rep: Report, bs_tansu: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="kd-rb-") as tmp:
+        rebalancing_group(rep, bs_tansu, "tansu", Path(tmp))
+        with mock_cluster(rep) as bs:
+            rebalancing_group(rep, bs, "mock", Path(tmp))
+
+
 # name -> (broker kind, client function)
 SCENARIOS = {
     "tansu-produce-codecs": ("tansu", sc_tansu_produce_codecs),
@@ -693,7 +997,13 @@ SCENARIOS = {
     "mock-produce-consume": ("mock", sc_mock_produce_consume),
     "legacy-clients": ("tansu+mock", sc_legacy_clients),
     "mixed": ("tansu", sc_mixed),
+    "group-rebalance": ("tansu+mock", sc_group_rebalance),
 }
+
+# tcpdump options per scenario. group-rebalance is small and slow, so immediate mode costs
+# nothing there; the netns holds only this scenario's sockets, but the mock cluster's ports
+# are only known once the clients run, hence a plain tcp filter rather than a port list.
+CAPTURE = {"group-rebalance": {"immediate": True, "bpf": ["tcp"]}}
 
 
 # --------------------------------------------------------------------------
@@ -734,7 +1044,7 @@ def record(name: str, out_dir: Path) -> dict:
             if "tansu" in kind:
                 bs = stack.enter_context(run_tansu(TANSU_PORT, ns=ns, log=Path(tmp) / "tansu.log"))
             # Capture starts after the broker's readiness probe, so only client traffic is in the pcap.
-            stack.enter_context(tcpdump(partial, ns=ns))
+            stack.enter_context(tcpdump(partial, ns=ns, **CAPTURE.get(name, {})))
             result = Path(tmp) / "result.json"
             log = Path(tmp) / "client.log"
             t0 = time.monotonic()
@@ -773,6 +1083,8 @@ def record(name: str, out_dir: Path) -> dict:
         "clients": rep["clients"],
         "notes": rep["notes"],
     }
+    if "groups" in rep:
+        expected["groups"] = rep["groups"]
     (out_dir / f"{name}.expected.json").write_text(json.dumps(expected, indent=1, sort_keys=False) + "\n")
     check = check_capture(pcap, ports) if shutil.which("tshark") else "tshark not installed, not checked"
     print(f"{name}: {pcap.stat().st_size} bytes, clients {elapsed:.1f}s, ports {ports}; {check}")
@@ -844,7 +1156,11 @@ def main() -> None:
     ap.add_argument("--client", help=argparse.SUPPRESS)      # child mode, inside the netns
     ap.add_argument("--bootstrap", default="", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
+    ap.add_argument("--member", help=argparse.SUPPRESS)      # one group member process (group-rebalance)
     args = ap.parse_args()
+    if args.member:
+        run_member(json.loads(args.member))
+        return
     if args.client:
         run_client(args.client, args.bootstrap, args.result)
         return

@@ -158,7 +158,8 @@ def netns(name: str, mtu: int = 1500) -> Iterator[str]:
 
 @contextlib.contextmanager
 def tcpdump(path: str | os.PathLike, ns: str | None = None, iface: str = "lo",
-            bpf: Sequence[str] = (), buffer_kib: int = 262144) -> Iterator[subprocess.Popen]:
+            bpf: Sequence[str] = (), buffer_kib: int = 262144,
+            immediate: bool = False) -> Iterator[subprocess.Popen]:
     """Capture ``iface`` to a pcap until the block exits, then stop tcpdump with SIGINT.
 
     -B: loopback bursts at GB/s and the 2 MB default ring drops packets.
@@ -167,9 +168,11 @@ def tcpdump(path: str | os.PathLike, ns: str | None = None, iface: str = "lo",
     TPACKET_V3 hands over a block at the latest after the 1 s block timeout,
     so before SIGINT wait until the file stops growing. -Z root: keep writing
     as root (tcpdump would drop to user tcpdump). Warns if the kernel dropped.
+    ``immediate``: --immediate-mode, for small captures whose packets must reach
+    the file as they happen (the slot limit above only bites on bursts).
     """
     argv = ["tcpdump", "-i", iface, "-w", os.fspath(path), "-U", "-B", str(buffer_kib),
-            "-s", "262144", "-Z", "root", "-n", *bpf]
+            "-s", "262144", "-Z", "root", "-n", *(["--immediate-mode"] if immediate else []), *bpf]
     proc = subprocess.Popen(in_netns(ns, argv), stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     line = proc.stderr.readline()  # "listening on lo, ..." once the socket is open
