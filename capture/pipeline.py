@@ -28,6 +28,7 @@ from capture.flows import (
 )
 from capture.packet import ACK, FIN, RST, SYN, PacketIssue, Parser, parser_for
 from capture.reassembly import CONFLICT, DATA, GAP, MASK, HalfStream
+from capture.shard import Share, ShareFilter
 from capture.records import RawRecord, RecordSource, problem
 from dissector.connection import Connection, Options
 from dissector.events import Anomaly, Direction, Event
@@ -62,6 +63,7 @@ class CaptureOptions:
     idle_timeout: float = 600.0              # seconds of capture time
     linger: float = 120.0                    # closed / ignored / undecided flows are dropped after this idle
     report_limit: int = 100                  # per kind, for per-packet capture anomalies
+    share: Share | None = None               # decode only this share's connections (see capture.shard)
 
 
 @dataclass(slots=True)
@@ -123,12 +125,13 @@ class Pipeline:
 
     def __init__(self, options: CaptureOptions | None = None, *,
                  connection_factory: Callable[[bool], Any] | None = None,
-                 probe: KafkaProbe | None = None) -> None:
+                 probe: KafkaProbe | None = None, topics: TopicRegistry | None = None) -> None:
         self.options = options or CaptureOptions()
         o = self.options
         # One per capture: a client learns topic ids from Metadata on one connection
         # and fetches by id on another.
-        self.topics = TopicRegistry()
+        self.topics = topics if topics is not None else TopicRegistry()
+        self._foreign = ShareFilter(o.share).foreign if o.share is not None and o.share.count > 1 else None
         if connection_factory is None:
             connection_factory = _dissector_factory(o.dissector, self.topics)
         if probe is None and o.ports is None:
@@ -159,6 +162,7 @@ class Pipeline:
         control = self._control
         general = self._general
         deliver = self._deliver_undecided
+        foreign = self._foreign
         last_lt = -1
         parse: Parser = _unsupported
         npk = nseg = 0
@@ -166,10 +170,12 @@ class Pipeline:
         try:
             for ts, lt, data, wirelen in source:
                 npk += 1
+                # Kept current per packet: it is the clock every share of a capture agrees on.
+                stats.packets = npk
                 if problems:
                     yield from self._source_problems(problems)
                 if not npk & 4095:
-                    stats.packets, stats.tcp_segments = npk, nseg
+                    stats.tcp_segments = nseg
                     if self._source is not None:
                         stats.bytes_read = self._source.bytes_read
                     if self.on_progress is not None:
@@ -199,6 +205,8 @@ class Pipeline:
                 nseg += 1
                 ent = index_get(key)
                 if ent is None or flags & 7:                 # new flow, SYN, FIN or RST
+                    if ent is None and foreign is not None and foreign(key):
+                        continue                             # another share decodes this connection
                     evs = control(ent, seg, ts)
                     if evs:
                         yield from evs

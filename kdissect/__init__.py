@@ -11,13 +11,44 @@ The command line is :mod:`kdissect.cli` (``kdissect --help``). From Python::
 The dataset's columns are documented in the README ("The dataset").
 """
 
-from kdissect.api import CapturedExchange, exchanges_frame, exchanges_table, read_pcap
-from kdissect.decode import DecodeResult, write_dataset
-from kdissect.errors import KdissectError
-from kdissect.source import DecodeOptions
-from kdissect.tables import ANOMALIES, EXCHANGES, PARTITIONS, RECORDS, SCHEMAS
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Names load on first use: `kdissect decode` must not pay for pyarrow (and what
+# it pulls in) before the first packet, and `kdissect show` never needs it.
+_WHERE = {
+    "CapturedExchange": "kdissect.api", "exchanges_frame": "kdissect.api", "exchanges_table": "kdissect.api",
+    "read_pcap": "kdissect.api",
+    "DecodeResult": "kdissect.decode", "write_dataset": "kdissect.decode",
+    "KdissectError": "kdissect.errors",
+    "DecodeOptions": "kdissect.source",
+    "ANOMALIES": "kdissect.tables", "EXCHANGES": "kdissect.tables", "PARTITIONS": "kdissect.tables",
+    "RECORDS": "kdissect.tables", "SCHEMAS": "kdissect.tables",
+}
+
+if TYPE_CHECKING:
+    from kdissect.api import CapturedExchange, exchanges_frame, exchanges_table, read_pcap
+    from kdissect.decode import DecodeResult, write_dataset
+    from kdissect.errors import KdissectError
+    from kdissect.source import DecodeOptions
+    from kdissect.tables import ANOMALIES, EXCHANGES, PARTITIONS, RECORDS, SCHEMAS
 
 __all__ = [
     "ANOMALIES", "CapturedExchange", "DecodeOptions", "DecodeResult", "EXCHANGES", "KdissectError",
     "PARTITIONS", "RECORDS", "SCHEMAS", "exchanges_frame", "exchanges_table", "read_pcap", "write_dataset",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kdissect' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

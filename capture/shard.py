@@ -1,0 +1,66 @@
+"""Which share of a capture a TCP connection belongs to, when several processes split one capture.
+
+Every worker reads the whole file and keeps only the connections whose
+4-tuple falls in its share, so each connection is reassembled and decoded by
+exactly one worker, start to end. The hash must be the same in every process
+and on every machine (a Spark task decodes one share somewhere else), so it
+is CRC-32 of the direction-independent key, never Python's salted ``hash``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from capture.packet import reverse_key
+
+
+def share_of(key: bytes, shares: int) -> int:
+    """The share (0..shares-1) of the connection whose packets carry flow key ``key`` (either direction)."""
+    rkey = reverse_key(key)
+    return zlib.crc32(key if key < rkey else rkey) % shares
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """Share ``index`` of ``count`` (0-based). Share 0 also owns capture-level reports."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.index < self.count:
+            raise ValueError(f"share {self.index} of {self.count} does not exist")
+
+    @property
+    def whole(self) -> bool:
+        return self.count == 1
+
+
+class ShareFilter:
+    """``foreign(key)``: True for a packet of a connection another share decodes.
+
+    Asked only for packets of flows this share has not created, so it costs
+    nothing on the per-packet fast path. Answers are remembered (both
+    directions) to skip a foreign connection's later packets with one lookup;
+    the memory is dropped whole when it grows past ``limit`` keys.
+    """
+
+    __slots__ = ("_count", "_foreign", "_index", "_limit")
+
+    def __init__(self, share: Share, limit: int = 200_000) -> None:
+        self._index = share.index
+        self._count = share.count
+        self._foreign: set[bytes] = set()
+        self._limit = limit
+
+    def foreign(self, key: bytes) -> bool:
+        if key in self._foreign:
+            return True
+        if share_of(key, self._count) == self._index:
+            return False
+        if len(self._foreign) >= self._limit:
+            self._foreign.clear()
+        self._foreign.add(key)
+        self._foreign.add(reverse_key(key))
+        return True
