@@ -1,0 +1,199 @@
+"""Seed corpora for the fuzz targets, made from the recorded samples (real clients, real brokers).
+
+Seeds are rebuilt on demand (``write_corpus``), not stored: the samples are
+their source. Record-batch and legacy seeds add what the samples lack, every
+codec, through the client libraries' own builders (aiokafka's, pure Python).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from capture import read_capture
+from capture.pipeline import CaptureOptions, Pipeline
+from dissector.connection import Connection, Options
+from dissector.embedded import ASSIGNMENT, SUBSCRIPTION
+from dissector.encoder import encode_data
+from dissector.events import Direction, Exchange
+from dissector.views import partition_rows
+from tests.capture import pcaptools as pt
+from tests.fuzz.targets import LINKTYPES, TARGETS, pack_chunks
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+REGRESSIONS = Path(__file__).resolve().parent / "regressions"
+
+
+def sample_paths() -> list[Path]:
+    return sorted(SAMPLES.glob("*.pcap"))
+
+
+def _fit(items: list[tuple[int, bytes]], max_len: int) -> Iterator[bytes]:
+    """Chunked seeds no longer than ``max_len``: consecutive runs of items."""
+    run: list[tuple[int, bytes]] = []
+    size = 0
+    for tag, b in items:
+        for i in range(0, max(len(b), 1), 0xFFFF):
+            piece = b[i:i + 0xFFFF]
+            if size + len(piece) + 3 > max_len and run:
+                yield pack_chunks(run)
+                run, size = [], 0
+            run.append((tag, piece))
+            size += len(piece) + 3
+    if run:
+        yield pack_chunks(run)
+
+
+def capture_readers() -> Iterator[bytes]:
+    max_len = TARGETS["capture_readers"].max_len
+    for path in sample_paths():
+        lt, records = pt.read_records(path)
+        small = records[:40]
+        yield pt.pcap_bytes(small, lt)[:max_len]
+        yield pt.pcap_bytes(small, lt, order=">", nanos=True)[:max_len]
+        ng = pt.shb() + pt.idb(lt, tsresol=9) + b"".join(pt.epb(0, ts, data, wire) for ts, _, data, wire in small)
+        yield ng[:max_len]
+        yield gzip.compress(pt.pcap_bytes(records[:20], lt), mtime=0)
+
+
+def packets() -> Iterator[bytes]:
+    max_len = TARGETS["packets"].max_len
+    for path in sample_paths():
+        lt, records = pt.read_records(path)
+        li = LINKTYPES.index(lt) if lt in LINKTYPES else 0
+        for start in range(0, len(records), 60):
+            window = records[start:start + 80]
+            yield from list(_fit([(li | 1 << 3, data) for _, _, data, _ in window], max_len))[:1]
+
+
+class _Recorder:
+    """A dissector Connection that also records what capture fed it, as chunks."""
+
+    def __init__(self, mid_stream: bool, log: list[list[tuple[int, bytes]]]) -> None:
+        self.conn = Connection(Options(), mid_stream=mid_stream)
+        self.items: list[tuple[int, bytes]] = []
+        log.append(self.items)
+
+    def feed(self, direction: Direction, data: bytes, ts: int) -> list:
+        self.items.append((int(direction == Direction.TO_CLIENT), data))
+        return self.conn.feed(direction, data, ts)
+
+    def gap(self, direction: Direction, ts: int, nbytes: int | None) -> list:
+        self.items.append((int(direction == Direction.TO_CLIENT) | 2, bytes(min(nbytes or 0, 0xFFFF))))
+        return self.conn.gap(direction, ts, nbytes)
+
+    def close(self, ts: int) -> list:
+        return self.conn.close(ts)
+
+
+def connection_streams() -> Iterator[list[tuple[int, bytes]]]:
+    """Per Kafka connection of each sample: what capture fed the dissector, in order."""
+    for path in sample_paths():
+        lt, records = pt.read_records(path)
+        log: list[list[tuple[int, bytes]]] = []
+        pipe = Pipeline(CaptureOptions(), connection_factory=lambda mid: _Recorder(mid, log))
+        for _ in pipe.run(records):
+            pass
+        yield from log
+
+
+def dissector_connection() -> Iterator[bytes]:
+    max_len = TARGETS["dissector_connection"].max_len
+    for items in connection_streams():
+        yield from list(_fit(items, max_len))[:3]
+
+
+def dataset_writer() -> Iterator[bytes]:
+    max_len = TARGETS["dataset_writer"].max_len
+    for items in connection_streams():
+        yield from list(_fit(items, max_len))[:1]
+
+
+def _legacy_and_v2_every_codec() -> Iterator[bytes]:
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+    from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    for codec in range(5):
+        b = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
+                                      producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+        for i in range(5):
+            b.append(i, timestamp=1_700_000_000_000 + i, key=b"k%d" % i if i % 2 else None, value=b"v" * (i * 40),
+                     headers=[("h", b"x")] if i == 1 else [])
+        yield bytes(b.build())
+    for magic in (0, 1):
+        for codec in range(4):
+            if magic == 0 and codec == 3:
+                continue        # aiokafka refuses lz4 in magic 0 (Kafka 0.8/0.9 had none)
+            lb = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 20)
+            for i in range(4):
+                lb.append(i, timestamp=5000 + i, key=b"k" if i % 2 else None, value=b"v%d" % i * 30)
+            yield bytes(lb.build())
+
+
+def records() -> Iterator[bytes]:
+    max_len = TARGETS["records"].max_len - 1
+    seen: set[bytes] = set()
+    for data in _legacy_and_v2_every_codec():
+        yield b"\x01" + data
+    for path in sample_paths():
+        for ce in read_capture(path):
+            ex = ce.event
+            if not isinstance(ex, Exchange) or ex.api_key not in (0, 1):
+                continue
+            for kind, msg in (("request", ex.request), ("response", ex.response)):
+                if msg is None or msg.body is None:
+                    continue
+                for r in partition_rows(ex.api_key, kind, ex.api_version, msg.body):
+                    data = r.records.data if r.records is not None else None
+                    if data and len(data) <= max_len and data not in seen:
+                        seen.add(data)
+                        yield b"\x01" + data
+
+
+def embedded() -> Iterator[bytes]:
+    for path in sample_paths():
+        for ce in read_capture(path):
+            ex = ce.event
+            if not isinstance(ex, Exchange) or ex.api_key not in (11, 14) or ex.request is None:
+                continue
+            bodies = [ex.request.body, ex.response.body if ex.response is not None else None]
+            for body in bodies:
+                if not body:
+                    continue
+                found = [(SUBSCRIPTION, p.get("metadata")) for p in body.get("protocols") or ()]
+                found += [(SUBSCRIPTION, m.get("metadata")) for m in body.get("members") or ()]
+                found += [(ASSIGNMENT, a.get("assignment")) for a in body.get("assignments") or ()]
+                found += [(ASSIGNMENT, body.get("assignment"))]
+                for name, d in found:
+                    if isinstance(d, dict):
+                        fields = {k: v for k, v in d.items() if k != "version"}
+                        raw = encode_data(name, d["version"], fields, version_prefix=True)
+                        yield bytes([name == SUBSCRIPTION]) + raw
+
+
+SEEDS = {
+    "capture_readers": capture_readers,
+    "packets": packets,
+    "dissector_connection": dissector_connection,
+    "records": records,
+    "embedded": embedded,
+    "dataset_writer": dataset_writer,
+}
+
+
+def regression_inputs(target: str) -> list[Path]:
+    d = REGRESSIONS / target
+    return sorted(p for p in d.iterdir() if p.is_file()) if d.is_dir() else []
+
+
+def write_corpus(target: str, directory: Path) -> int:
+    """Write the seeds of ``target`` (and its regression inputs) into ``directory``; how many."""
+    directory.mkdir(parents=True, exist_ok=True)
+    n = 0
+    inputs = list(SEEDS[target]()) + [p.read_bytes() for p in regression_inputs(target)]
+    for data in inputs:
+        (directory / hashlib.sha1(data).hexdigest()).write_bytes(data)
+        n += 1
+    return n

@@ -1,0 +1,289 @@
+"""Fuzz targets, one per layer, each a function ``bytes -> None`` that raises only on a broken invariant.
+
+Every target states its invariant in its docstring. Common to all of them:
+the code under test parses its input or reports the documented problem (an
+``Anomaly``, a ``RecordsError``, a ``CaptureError`` where the API says so),
+and nothing else escapes; no input may take longer than ``Target.time_limit``
+seconds or grow the process past ``Target.rss_mb`` (libFuzzer enforces both:
+``-timeout`` and ``-rss_limit_mb``, see :mod:`tests.fuzz.run`). Secrets the
+dissector redacts must never come out of it.
+
+Structured inputs (the packet, connection and dataset targets) are a sequence
+of chunks, ``tag u8, length u16 BE, bytes``, so that seeds built from the
+samples and the fuzzer's mutations speak the same format.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from capture import CaptureError, open_capture
+from capture.flows import ConnectionEnd, ConnectionInfo
+from capture.pipeline import CaptureOptions, Pipeline
+from dissector.connection import Connection, Options
+from dissector.decoders import default_decoders
+from dissector.embedded import ASSIGNMENT, SUBSCRIPTION, decode_consumer_data, decode_group_payloads
+from dissector.errors import RecordsError
+from dissector.events import Anomaly, Direction, Event, Exchange, Request, Response, SaslToken
+from dissector.records import decode_records, summarize
+from dissector.redact import REDACTED
+
+_CHUNK = struct.Struct(">BH")
+MAX_DECOMPRESSED = 4 << 20      # per input: large enough for every seed, small enough for the RSS ceiling
+
+# Anomaly kinds the dissector and capture document (capture/__init__.py, dissector/connection.py).
+DISSECTOR_ANOMALIES = frozenset({
+    "gap", "resync", "truncated", "malformed", "bad_frame_size", "trailing_bytes", "unknown_api",
+    "unsynced_tail",
+})
+CAPTURE_ANOMALIES = DISSECTOR_ANOMALIES | frozenset({
+    "capture_truncated", "capture_corrupt", "caplen_exceeds_wirelen", "caplen_exceeds_snaplen", "capture_drops",
+    "no_timestamps", "unsupported_linktype", "ip_fragment", "truncated_header", "tcp_conflict",
+    "tcp_out_of_window", "tls",
+})
+# Body fields the dissector redacts (dissector/redact.py), per api key.
+SECRET_FIELDS = {36: {"auth_bytes"}, 38: {"hmac"}, 39: {"hmac"}, 40: {"hmac"}, 41: {"hmac"},
+                 51: {"salt", "salted_password"}}
+
+
+class InvariantBroken(AssertionError):
+    """A target's invariant does not hold: a bug to fix, with the input as its regression test."""
+
+
+def chunks(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """Split a structured input into (tag, bytes); a short tail is one last chunk."""
+    pos, n = 0, len(data)
+    while pos + 3 <= n:
+        tag, length = _CHUNK.unpack_from(data, pos)
+        pos += 3
+        yield tag, data[pos:pos + length]
+        pos += length
+
+
+def pack_chunks(items: list[tuple[int, bytes]]) -> bytes:
+    return b"".join(_CHUNK.pack(tag, len(b)) + b for tag, b in items)
+
+
+def _no_secrets(api_key: int | None, node: object) -> None:
+    fields = SECRET_FIELDS.get(api_key or -1)
+    if not fields:
+        return
+    stack = [node]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            for k, item in v.items():
+                if k in fields and item not in (None, REDACTED):
+                    raise InvariantBroken(f"secret field {k!r} of api {api_key} left unredacted")
+                stack.append(item)
+        elif isinstance(v, list):
+            stack.extend(v)
+
+
+def check_events(events: list, allowed: frozenset[str]) -> None:
+    """Events are the documented types and anomaly kinds; nothing secret leaves the dissector."""
+    for ev in events:
+        if isinstance(ev, Anomaly):
+            if ev.kind not in allowed:
+                raise InvariantBroken(f"undocumented anomaly kind {ev.kind!r}: {ev.detail}")
+            if ev.kind == "dissector_error":
+                raise InvariantBroken(ev.detail)
+        elif isinstance(ev, SaslToken):
+            if ev.data is not None:
+                raise InvariantBroken("a SASL token's bytes were kept without keep_secrets")
+        elif isinstance(ev, (Request, Response)):
+            _no_secrets(ev.api_key, ev.body)
+        elif not isinstance(ev, (Exchange, ConnectionEnd)):
+            raise InvariantBroken(f"unexpected event {type(ev).__name__}")
+
+
+# -- capture readers ---------------------------------------------------------------------------
+
+_TMP = tempfile.gettempdir() if not os.path.isdir("/dev/shm") else "/dev/shm"
+
+
+def capture_readers(data: bytes) -> None:
+    """Whole-file bytes (pcap, pcapng, gzip of either, or anything): opening raises only
+    ``CaptureError``; reading yields well-formed records and ends, never raises."""
+    fd, path = tempfile.mkstemp(dir=_TMP, suffix=".cap")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        try:
+            source = open_capture(path)
+        except CaptureError as exc:
+            if "\n" in str(exc):
+                raise InvariantBroken(f"multi-line CaptureError: {exc!r}") from exc
+            return
+        try:
+            for ts, lt, rec, wirelen in source:
+                if not (isinstance(ts, int) and isinstance(lt, int) and isinstance(rec, bytes)
+                        and isinstance(wirelen, int)):
+                    raise InvariantBroken("a record of the wrong shape")
+            for p in getattr(source, "problems", []):
+                if p.kind not in CAPTURE_ANOMALIES:
+                    raise InvariantBroken(f"undocumented capture problem {p.kind!r}")
+        finally:
+            source.close()
+    finally:
+        os.unlink(path)
+
+
+# -- packets and TCP ---------------------------------------------------------------------------
+
+LINKTYPES = (1, 113, 276, 0, 101, 228, 229)   # ethernet, SLL, SLL2, null, raw, raw IPv4, raw IPv6
+
+
+def packets(data: bytes) -> None:
+    """Packets through the whole capture pipeline (link layer, IP, TCP reassembly, detection,
+    dissector): only events come out, of documented kinds, never a ``dissector_error``.
+
+    Input: chunks, one per packet; tag bits 0-2 pick the link type, bits 3-6 advance the clock
+    by that many ms, bit 7 marks the packet as cut by a snaplen (wirelen > caplen)."""
+    records = []
+    ts = 1_700_000_000 * 1_000_000_000
+    for tag, rec in chunks(data):
+        ts += (tag >> 3 & 0x0F) * 1_000_000
+        wirelen = len(rec) + (100 if tag & 0x80 else 0)
+        records.append((ts, LINKTYPES[tag & 7 if tag & 7 < len(LINKTYPES) else 0], rec, wirelen))
+    pipe = Pipeline(CaptureOptions(max_hole_age=0.5))
+    events = []
+    for ce in pipe.run(records):
+        events.append(ce.event)
+    check_events(events, CAPTURE_ANOMALIES)
+
+
+# -- dissector connection ----------------------------------------------------------------------
+
+def run_connection(data: bytes, options: Options | None = None) -> list[Event]:
+    """Drive one dissector Connection from a chunked input; the events it gave.
+
+    Tag bit 0: direction (0 to the broker); bit 1: a gap of len(chunk) bytes (or of unknown
+    size if the chunk is empty) instead of data; bit 2 (first chunk only): joined mid-stream.
+    """
+    items = list(chunks(data))
+    mid = bool(items and items[0][0] & 4)
+    conn = Connection(options or Options(max_frame_size=1 << 20), mid_stream=mid)
+    events: list[Event] = []
+    ts = 1_000_000
+    for tag, b in items:
+        ts += 1000
+        direction = Direction.TO_CLIENT if tag & 1 else Direction.TO_BROKER
+        if tag & 2:
+            events += conn.gap(direction, ts, len(b) or None)
+        else:
+            events += conn.feed(direction, b, ts)
+    events += conn.close(ts + 1)
+    return events
+
+
+def dissector_connection(data: bytes) -> None:
+    """Bytes per direction into the sans-IO Connection: events of documented kinds only, every
+    request ends in exactly one exchange, nothing secret comes out."""
+    events = run_connection(data)
+    check_events(events, DISSECTOR_ANOMALIES)
+    requests = {id(e) for e in events if isinstance(e, Request)}
+    ended = [id(e.request) for e in events if isinstance(e, Exchange) and e.request is not None]
+    if sorted(ended) != sorted(requests):
+        raise InvariantBroken(f"{len(requests)} requests but {len(ended)} exchanges with a request")
+
+
+# -- record batches and legacy message sets ----------------------------------------------------
+
+def records(data: bytes) -> None:
+    """A records field (v2 batches, legacy message sets, any codec): ``summarize`` never fails
+    internally; ``decode_records`` raises only ``RecordsError`` (strict) and never in lenient
+    mode; the decompression cap holds; the summary's count agrees with a clean full decode."""
+    if not data:
+        return
+    flags, body = data[0], data[1:]
+    s = summarize(body, check_crc=bool(flags & 1), max_decompressed=MAX_DECOMPRESSED)
+    if s.error is not None and s.error.startswith("internal error"):
+        raise InvariantBroken(s.error)
+    try:
+        rs = decode_records(body, max_decompressed=MAX_DECOMPRESSED, check_crc=bool(flags & 1), strict=True)
+    except RecordsError:
+        rs = None
+    lenient = decode_records(body, max_decompressed=MAX_DECOMPRESSED, check_crc=bool(flags & 1), strict=False)
+    leaves = list(lenient.records())
+    size = sum(len(m.value or b"") + len(m.key or b"") for m in leaves)
+    if size > MAX_DECOMPRESSED + len(body):
+        raise InvariantBroken(f"{size} bytes of keys and values out of {len(body)} input bytes")
+    lenient.to_dict()
+    if rs is not None and s.error is None and not s.partial_tail and s.record_count is not None:
+        if len(list(rs.records())) != s.record_count:
+            raise InvariantBroken(f"summary counts {s.record_count}, full decode {len(list(rs.records()))}")
+
+
+# -- embedded consumer protocol ----------------------------------------------------------------
+
+_DECODERS = default_decoders()
+
+
+def embedded(data: bytes) -> None:
+    """Consumer-protocol bytes (subscription / assignment, in JoinGroup, SyncGroup and
+    DescribeGroups bodies): decoded to a dict with its version, or left as the same bytes."""
+    if not data:
+        return
+    name = SUBSCRIPTION if data[0] & 1 else ASSIGNMENT
+    raw = data[1:]
+    got = decode_consumer_data(_DECODERS, name, raw)
+    if not (got is raw or (isinstance(got, dict) and got.get("version") == struct.unpack_from(">h", raw)[0])):
+        raise InvariantBroken(f"decode_consumer_data returned {type(got).__name__}")
+    body = {"protocol_type": "consumer", "protocols": [{"name": "range", "metadata": raw}],
+            "assignments": [{"member_id": "m", "assignment": raw}]}
+    decode_group_payloads(_DECODERS, 11, "request", body, None)
+    decode_group_payloads(_DECODERS, 14, "request", body, None)
+    resp = {"groups": [{"protocol_type": "consumer",
+                        "members": [{"member_metadata": raw, "member_assignment": raw}]}]}
+    decode_group_payloads(_DECODERS, 15, "response", resp, None)
+
+
+# -- dataset writer ----------------------------------------------------------------------------
+
+_INFO = ConnectionInfo("10.0.0.1:40000-10.0.0.2:9092#1", "10.0.0.1", 40000, "10.0.0.2", 9092, 0, 0,
+                       "kafka", True, "fuzz")
+
+
+def dataset_writer(data: bytes) -> None:
+    """The Parquet dataset writer fed a dissector connection's events (with ``--records``):
+    never raises, and commits tables whose row counts match what it counted."""
+    import pyarrow.parquet as pq
+
+    from kdissect.dataset import CaptureWriter, prepare_outdir
+    from kdissect.rows import RowOptions
+
+    events = run_connection(data)
+    with tempfile.TemporaryDirectory(dir=_TMP) as tmp:
+        outdir = prepare_outdir(tmp)
+        w = CaptureWriter(outdir, "fuzz.pcap", "fuzz", RowOptions(records=True, record_bytes=True,
+                                                                   max_decompressed=MAX_DECOMPRESSED))
+        for ev in events:
+            w.event(_INFO, ev)
+        paths = w.commit()
+        rows = {p.parent.name: pq.read_metadata(p).num_rows for p in paths}
+        c = w.counts
+        if (rows["exchanges"], rows["partitions"], rows["records"]) != (c.exchanges, c.partitions, c.records):
+            raise InvariantBroken(f"rows written {rows} differ from the counts {c}")
+
+
+@dataclass(frozen=True)
+class Target:
+    fn: Callable[[bytes], None]
+    rss_mb: int          # libFuzzer -rss_limit_mb
+    time_limit: int      # seconds per input (libFuzzer -timeout)
+    max_len: int         # bytes per input (libFuzzer -max_len)
+
+
+TARGETS: dict[str, Target] = {
+    "capture_readers": Target(capture_readers, 1024, 10, 1 << 16),
+    "packets": Target(packets, 1024, 10, 1 << 16),
+    "dissector_connection": Target(dissector_connection, 1024, 10, 1 << 16),
+    "records": Target(records, 1536, 10, 1 << 16),
+    "embedded": Target(embedded, 512, 5, 1 << 12),
+    "dataset_writer": Target(dataset_writer, 1536, 20, 1 << 16),
+}

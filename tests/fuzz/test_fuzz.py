@@ -1,0 +1,42 @@
+"""The fuzz targets: seeds and past crash inputs replayed (fast), then each target fuzzed briefly (slow).
+
+Longer runs: ``python -m tests.fuzz.run --seconds 3600`` (see tests/fuzz/run.py).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fuzz import seeds
+from tests.fuzz.targets import TARGETS
+
+ROOT = Path(__file__).resolve().parents[2]
+REGRESSIONS = [(t, p) for t in TARGETS for p in seeds.regression_inputs(t)]
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_seeds_satisfy_the_invariant(target: str) -> None:
+    inputs = list(seeds.SEEDS[target]())
+    assert len(inputs) >= 10, "the samples should give a real seed corpus"
+    for data in inputs:
+        assert len(data) <= TARGETS[target].max_len
+        TARGETS[target].fn(data)
+
+
+@pytest.mark.parametrize("target, path", REGRESSIONS, ids=[f"{t}/{p.name}" for t, p in REGRESSIONS])
+def test_crash_inputs_found_by_fuzzing_stay_fixed(target: str, path: Path) -> None:
+    TARGETS[target].fn(path.read_bytes())
+
+
+@pytest.mark.slow
+def test_every_target_survives_a_short_fuzzing_run(tmp_path: Path) -> None:
+    pytest.importorskip("atheris")
+    proc = subprocess.run([sys.executable, "-m", "tests.fuzz.run", "--seconds", "5", "--workdir", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert len(lines) == len(TARGETS) and all(" ok" in ln for ln in lines), proc.stdout
