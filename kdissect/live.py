@@ -195,8 +195,11 @@ def run_live(live: LiveOptions, options: DecodeOptions, status: TextIO) -> int:
         if threading.current_thread() is threading.main_thread() else {}
     worker = threading.Thread(target=dec, name="kdissect-live-decode", daemon=True)
     worker.start()
+    stopped: list[tuple[float, int]] = []    # when the capture ended, and how much was left to decode
     try:
         while not dec.done.wait(0.25):
+            if not stopped and src.status.ended is not None:
+                stopped.append((time.monotonic(), src.backlog()))
             line.show(describe())
     finally:
         line.clear()
@@ -223,6 +226,9 @@ def run_live(live: LiveOptions, options: DecodeOptions, status: TextIO) -> int:
     if st.cut:
         status.write(f"cut          {st.cut:,} frames longer than the snap length ({src.snaplen}) were cut\n")
     status.write(f"files        {names.n} per table ({names.capture}-*.parquet)\n")
+    if stopped and stopped[0][1]:
+        status.write(f"backlog      {human_bytes(stopped[0][1])} spooled but not yet decoded when the capture "
+                     f"stopped, decoded in {time.monotonic() - stopped[0][0]:.1f} s\n")
     if src.kept:
         status.write(f"pcap         {len(src.kept)} pcapng files in {out / 'pcap'}/\n")
     if len(signals) >= 2 and src.undecoded:

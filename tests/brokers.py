@@ -176,6 +176,8 @@ def tcpdump(path: str | os.PathLike, ns: str | None = None, iface: str = "lo",
     proc = subprocess.Popen(in_netns(ns, argv), stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     line = proc.stderr.readline()  # "listening on lo, ..." once the socket is open
+    while line.startswith("tcpdump: data link type"):   # -i any says which cooked header first
+        line = proc.stderr.readline()
     if "listening on" not in line:
         _stop(proc, signal.SIGINT)
         raise RuntimeError(f"tcpdump failed: {line}{proc.stderr.read()}")
