@@ -75,12 +75,13 @@ def test_live_capture_rotates_files(tmp_path: Path) -> None:
     port = server.getsockname()[1]
     out = tmp_path / "out"
     p = _start("live", "-i", "lo", "--ports", str(port), "-o", str(out), "--rotate", "1", "--duration", "6")
-    time.sleep(2.0)  # interpreter start-up and socket open
-    if p.poll() is not None:
+    assert p.stderr is not None
+    first = p.stderr.readline()   # printed once the socket is open
+    if not first.startswith("listening on lo "):
         _, err = p.communicate()
-        if "CAP_NET_RAW" in err:
+        if "CAP_NET_RAW" in first + err:
             pytest.skip("no privilege for live capture here")
-        pytest.fail(err)
+        pytest.fail(first + err)
     _talk([port], server, exchanges=6, pause=0.4)
     server.close()
     _, err = p.communicate(timeout=60)
