@@ -1,0 +1,131 @@
+"""The HTML report: one self-contained page, every value escaped, "no data" instead of errors,
+and (slow) every chart drawn by real headless chromium with nothing logged as an error."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from analysis import html_report
+
+from .browser import chromium_binary, open_page
+from .report_results import HOSTILE_CLIENT, HOSTILE_TOPIC, results
+
+CHARTS = {"ch-latency-time", "ch-latency-cdf", "ch-errors-time", "ch-throughput-time", "ch-rebalances", "ch-lag"}
+
+
+def figures(page: str) -> dict:
+    m = re.search(r'<script type="application/json" id="kd-figures">(.*?)</script>', page, re.S)
+    assert m
+    return json.loads(m.group(1))
+
+
+@pytest.fixture(scope="module")
+def page() -> str:
+    return html_report.render(results(), title="group-rebalance <sample>")
+
+
+def test_plotly_is_inlined_once_and_nothing_is_fetched(page: str) -> None:
+    assert page.count("plotly.js v") == 1
+    assert page.count("<script") == 3  # plotly.js, the figures as JSON, the glue that draws them
+    # plotly.js itself holds url(#clip...) references; the browser test watches the real requests.
+    ours = page.replace(html_report.plotly_js(), "")
+    assert len(ours) < 200_000
+    assert not re.search(r"<(script|img|iframe)[^>]*\bsrc=|<link\b|@import|url\(", ours, re.I)
+    assert not re.search(r'href="(?!#)', ours)
+
+
+def test_every_chart_of_the_contract_gets_a_figure(page: str) -> None:
+    figs = figures(page)
+    assert set(figs) == CHARTS
+    assert all(f["data"] for f in figs.values())
+    assert page.count('class="kd-chart"') == len(CHARTS)
+
+
+def test_wire_strings_are_escaped_everywhere(page: str) -> None:
+    for hostile in (HOSTILE_CLIENT, HOSTILE_TOPIC, "<sample>"):
+        assert hostile not in page
+    assert "&lt;img src=x onerror=" in page                      # tables and title
+    assert "\\u003cimg src=x" not in page                          # figures carry the escaped text only
+    assert "&lt;img src=x onerror=" in json.dumps(figures(page))
+
+
+def test_tables_put_the_worst_rows_first(page: str) -> None:
+    first = re.search(r'data-table="latency_by_api".*?<tbody><tr><td>([^<]+)</td>', page, re.S)
+    assert first and first.group(1) == "JoinGroup"  # the highest p99 of the fixture
+    lag = re.search(r'data-table="consumer_lag".*?<tbody><tr>(.*?)</tr>', page, re.S)
+    assert lag and "kd-lag-mock" in lag.group(1) and ">16<" in lag.group(1)
+
+
+def test_header_comes_from_summary(page: str) -> None:
+    assert "2026-11-23 19:39:47 → 19:41:12 UTC · 85.2 s" in page
+    for value, key in (("898", "exchanges"), ("44", "connections"), ("14", "clients"), ("10", "rebalances")):
+        assert f'<div class="v">{value}</div><div class="k">{key}</div>' in page
+
+
+@pytest.mark.parametrize("broken", [
+    {},
+    {"summary": [], "latency_over_time": [], "rebalances": "not a list", "errors": [None, 3, {"count": "x"}]},
+    {"latency_over_time": [{"window_start": "yesterday", "api_name": None, "p99_ms": float("nan")}],
+     "latency_histogram": [{"api_name": "Fetch", "bucket_low_ms": 0, "bucket_high_ms": -1, "count": 5}],
+     "rebalances": [{"group_id": "g", "start_ts": None, "end_ts": None}],
+     "consumer_lag": [{"group_id": None, "client_id": None, "lag": None}]},
+    "not even a mapping",
+], ids=["empty", "wrong-types", "unusable-rows", "not-a-mapping"])
+def test_missing_or_broken_tables_render_no_data(broken: object) -> None:
+    page = html_report.render(broken)  # type: ignore[arg-type]
+    assert figures(page) == {}
+    assert page.count('class="nodata"') >= len(CHARTS) + 10
+    assert "capture span unknown" in page
+
+
+def test_tables_without_a_view_are_still_shown() -> None:
+    page = html_report.render({**results(), "findings": [{"finding": "slow_join", "severity": "warning"}],
+                               "from_the_future": [{"x": 1, "y": "<b>"}]})
+    assert 'id="findings"' in page and 'id="t-from_the_future"' in page and "&lt;b&gt;" in page
+
+
+def test_write_makes_the_file(tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    html_report.write(out, results())
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>")
+
+
+# --------------------------------------------------------------------------
+# Real headless chromium
+
+def _open(path: Path):  # type: ignore[no-untyped-def]
+    if chromium_binary() is None:
+        pytest.fail("chromium not found: apt-get install chromium", pytrace=False)
+    return open_page(path)
+
+
+@pytest.mark.slow
+def test_report_draws_every_chart_in_chromium(tmp_path: Path) -> None:
+    path = tmp_path / "report.html"
+    html_report.write(path, results())
+    seen = _open(path)
+    (tmp_path / "report.png").write_bytes(seen.screenshot)
+    assert seen.errors == []
+    assert seen.external_requests == []
+    assert seen.rendered == str(len(CHARTS))
+    assert seen.title == "kafka-dissect report"  # the hostile strings never ran
+    assert {c["id"] for c in seen.charts} == CHARTS
+    for chart in seen.charts:
+        assert chart["svgs"] and chart["width"] > 300 and chart["height"] > 150, chart
+        assert chart["traces"] >= 1, chart
+    assert seen.screenshot.startswith(b"\x89PNG") and len(seen.screenshot) > 100_000
+
+
+@pytest.mark.slow
+def test_empty_report_shows_no_data_in_chromium(tmp_path: Path) -> None:
+    path = tmp_path / "empty.html"
+    html_report.write(path, {})
+    seen = _open(path)
+    assert seen.errors == [] and seen.external_requests == []
+    assert seen.rendered == "0" and seen.charts == []
+    assert seen.no_data >= len(CHARTS)
