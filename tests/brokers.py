@@ -111,16 +111,18 @@ def run_tansu(
     ns: str | None = None,
     log: str | os.PathLike | None = None,
     timeout: float = 15.0,
+    advertised_port: int | None = None,
 ) -> Iterator[str]:
     """Start tansu on host:port with in-memory storage; yield the bootstrap string.
 
     ``ns`` starts it inside that network namespace instead (root needed).
+    ``advertised_port`` makes Metadata name another port (a proxy in front of it).
     """
     url = f"tcp://{host}:{port}"
     argv = [
         tansu_binary(), "broker",
         "--listener-url", url,
-        "--advertised-listener-url", url,
+        "--advertised-listener-url", f"tcp://{host}:{advertised_port or port}",
         "--storage-engine", "memory://tansu/",
     ]
     with contextlib.ExitStack() as stack:

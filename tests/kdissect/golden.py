@@ -18,8 +18,14 @@ import pyarrow.dataset as ds
 from kdissect import write_dataset
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+FINDINGS_SAMPLES = SAMPLES / "findings"  # misconfigured clients, recorded by samples/record_findings.py
+
 COLUMNS = ("connection", "api_name", "api_version", "correlation_id", "client_id", "status", "error_name",
            "request_bytes", "response_bytes", "latency_ms", "inferred")
+
+
+def sample_pcaps() -> list[Path]:
+    return sorted(SAMPLES.glob("*.pcap")) + sorted(FINDINGS_SAMPLES.glob("*.pcap"))
 
 
 def _cell(value: object) -> str:
@@ -54,7 +60,7 @@ def main(argv: list[str]) -> int:
     if argv != ["--write"]:
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
         return 2
-    for pcap in sorted(SAMPLES.glob("*.pcap")):
+    for pcap in sample_pcaps():
         with tempfile.TemporaryDirectory() as tmp:
             golden_path(pcap).write_text(decode_sample(pcap, Path(tmp)))
         print(f"wrote {golden_path(pcap).relative_to(SAMPLES.parent)}")

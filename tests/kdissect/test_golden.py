@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from .golden import SAMPLES, decode_sample, golden_path
+from .golden import decode_sample, golden_path, sample_pcaps
 
-PCAPS = sorted(SAMPLES.glob("*.pcap"))
+PCAPS = sample_pcaps()
 
 
 @pytest.mark.parametrize("pcap", PCAPS, ids=[p.stem for p in PCAPS])
