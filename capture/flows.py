@@ -66,6 +66,7 @@ class Flow:
         "entries",
         "first_ts",
         "full",
+        "gate",
         "h0",
         "h1",
         "held",
@@ -101,6 +102,7 @@ class Flow:
         self.closing = False                   # both FINs seen, holes remain
         self.skip = False                      # closed, TLS or not Kafka: no reassembly needed
         self.syn_seen = False
+        self.gate: Any = None                  # capture.causal.CausalGate while segments wait for causal order
         # While undecided: operations to replay once Kafka, and the first bytes of each half.
         self.ops: list[tuple[int, tuple]] = []
         self.bufs = [bytearray(), bytearray()]

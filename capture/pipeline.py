@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capture import linktypes
+from capture.causal import CausalGate, acked_ahead
 from capture.detect import Decision, Detector, KafkaProbe, Verdict
 from capture.flows import (
     IGNORED,
@@ -27,7 +28,7 @@ from capture.flows import (
     FlowTable,
 )
 from capture.packet import ACK, FIN, RST, SYN, PacketIssue, Parser, parser_for
-from capture.reassembly import CONFLICT, DATA, GAP, MASK, HalfStream
+from capture.reassembly import CONFLICT, DATA, GAP, HALF, MASK, HalfStream
 from capture.shard import Share, ShareFilter
 from capture.records import RawRecord, RecordSource, problem
 from dissector.connection import Connection, Options
@@ -63,6 +64,10 @@ class CaptureOptions:
     idle_timeout: float = 600.0              # seconds of capture time
     linger: float = 120.0                    # closed / ignored / undecided flows are dropped after this idle
     report_limit: int = 100                  # per kind, for per-packet capture anomalies
+    # Causal order across directions (capture/causal.py): how long / how much may wait.
+    max_causal_wait: float = 1.0             # seconds of capture time
+    max_causal_segments: int = 1024          # per connection
+    max_causal_bytes: int = 4 << 20          # per connection
     share: Share | None = None               # decode only this share's connections (see capture.shard)
 
 
@@ -95,6 +100,8 @@ class CaptureStats:
     out_of_order_segments: int = 0
     conflicts: int = 0
     evicted: int = 0
+    causal_held: int = 0                     # segments held back until what they acknowledge was delivered
+    causal_forced: int = 0                   # ... let go by the per-connection cap instead
     dissector_errors: int = 0                # exceptions from the dissector (bugs), contained
     kernel_drops: int | None = None          # live capture only, when the OS tells
 
@@ -215,6 +222,12 @@ class Pipeline:
                 flow.last_ts = ts
                 if flow.skip:                                # TLS / not Kafka / ended: nothing to order
                     continue
+                if flow.gate is not None or (flags & ACK and peer.next_seq is not None
+                                             and 0 < (ack - peer.next_seq) & MASK < HALF):
+                    evs = self._causal(flow, h, seg, ts)     # it acknowledges bytes not seen yet
+                    if evs:
+                        yield from evs
+                    continue
                 if flags & ACK:
                     peer.peer_ack = ack
                     if peer._offs:
@@ -312,6 +325,9 @@ class Pipeline:
         """New flows and SYN/FIN/RST: the general per-segment path."""
         key, sport, dport, seq, ack, flags, payload, missing = seg
         out: list[CaptureEvent] = []
+        if ent is not None and ent[0].gate is not None:
+            # What may go now goes first; the rest waits on (ending the flow lets everything go).
+            out += self._release(ent[0], ts)
         if ent is None:
             if flags & RST and not payload:
                 return out                           # reset of a connection never seen
@@ -345,6 +361,8 @@ class Pipeline:
                                                  payload, missing, ts))
         if flags & FIN:
             hs.fin(seq, len(payload) + missing)
+            if flow.gate is not None:
+                out += self._release(flow, ts)       # what waited for the bytes this FIN ends
             if peer.fin_off is not None:
                 if hs.finished and peer.finished:
                     self._close(flow, ts, "fin", out)
@@ -453,6 +471,69 @@ class Pipeline:
                     out.append(CaptureEvent(info, ev))
         return out
 
+    # -- causal order across directions (capture/causal.py) ------------------------------------
+
+    def _causal(self, flow: Flow, h: int, seg: tuple, ts: int) -> list[CaptureEvent]:
+        """A segment acknowledging bytes of the other direction not delivered yet, or one queued behind such."""
+        gate = flow.gate
+        if gate is None:
+            if not acked_ahead(flow.half(1 - h), seg[4]):
+                return self._segment(flow, h, seg, ts)
+            gate = flow.gate = CausalGate()
+        gate.hold(h, seg, ts)
+        out = self._release(flow, ts)
+        if flow.gate is not None and gate.held[h] and gate.held[h][-1][0] is seg:
+            self.stats.causal_held += 1
+        return out
+
+    def _release(self, flow: Flow, now: int, everything: bool = False) -> list[CaptureEvent]:
+        """Let go, in order, the held segments whose acknowledged bytes are delivered or that waited too long."""
+        gate = flow.gate
+        o = self.options
+        halves = (flow.h0, flow.h1)
+        max_wait = int(o.max_causal_wait * NS)
+        out: list[CaptureEvent] = []
+        while gate:
+            moved = False
+            for h in (0, 1):
+                q = gate.held[h]
+                while q and (everything or gate.due(h, halves, now, max_wait)):
+                    seg, ts = gate.pop(h)
+                    out += self._segment(flow, h, seg, ts)
+                    moved = True
+            if moved:
+                continue
+            if not gate.over(o.max_causal_segments, o.max_causal_bytes):
+                break
+            h = gate.oldest_half()
+            seg, ts = gate.pop(h)
+            self.stats.causal_forced += 1
+            if not gate.reported and flow.info is not None:
+                gate.reported = True
+                out.append(CaptureEvent(flow.info, _anomaly(
+                    "causal_order_limit", flow.dirs[h], ts,
+                    f"more than {o.max_causal_segments} segments or {o.max_causal_bytes} bytes waited for bytes "
+                    "of the other direction they acknowledge; the oldest go on without them (reported once)")))
+            out += self._segment(flow, h, seg, ts)
+        if not gate:
+            flow.gate = None
+        return out
+
+    def _segment(self, flow: Flow, h: int, seg: tuple, ts: int) -> list[CaptureEvent]:
+        """One data/ACK segment (no SYN/FIN/RST) of an established flow: what :meth:`run` does inline."""
+        if flow.skip:
+            return []
+        _, _, _, seq, ack, flags, payload, missing = seg
+        hs, peer = (flow.h1, flow.h0) if h else (flow.h0, flow.h1)
+        out: list[CaptureEvent] = []
+        if flags & ACK:
+            peer.peer_ack = ack
+            if peer._offs:
+                out += self._general(flow, 1 - h, peer.acked(ts))
+        if payload or missing:
+            out += self._general(flow, h, hs.add(seq, payload, missing, ts))
+        return out
+
     # -- detection -----------------------------------------------------------------------------
 
     def _deliver_undecided(self, flow: Flow, h: int, ops: list[tuple]) -> list[CaptureEvent]:
@@ -537,6 +618,8 @@ class Pipeline:
         out: list[CaptureEvent] = []
         if flow.closed:
             return out
+        if flow.gate is not None:
+            out += self._release(flow, ts, everything=True)
         if flow.state == UNDECIDED:
             ops0, ops1 = flow.h0.close(ts), flow.h1.close(ts)
             out += self._general(flow, 0, ops0)
@@ -600,6 +683,8 @@ class Pipeline:
         crowded = len(self.table) > o.soft_flows
         for flow in list(self.table.flows.values()):
             quiet = ts - flow.last_ts
+            if flow.gate is not None:
+                yield from self._release(flow, ts)
             if flow.state <= KAFKA and not flow.closed:
                 for h in (0, 1):
                     hs = flow.half(h)

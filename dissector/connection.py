@@ -116,6 +116,7 @@ class Connection:
         self._last_ts = 0
         self._orphans = 0
         self._inferred: dict[tuple[int, int], None] = {}   # (api, version) pairs inferred here, in order
+        self._skew_reported = False   # a negative latency was reported (once per connection)
 
     # -- public API -------------------------------------------------------------
 
@@ -361,6 +362,14 @@ class Connection:
             self._orphan(frame, corr, size, first_ts, last_ts, offset, out)
             return
         seq, req = entry
+        if first_ts < req.last_ts and not self._skew_reported:
+            # Kept as measured, not clamped: the capture's clocks disagree (two taps, queues).
+            self._skew_reported = True
+            out.append(Anomaly("negative_latency", TO_CLIENT, first_ts,
+                               f"response {corr} began {(req.last_ts - first_ts) / 1000:.1f} us before its request "
+                               "ended, by the capture's timestamps (skewed clocks or capture points); latency kept "
+                               "as measured; reported once per connection", offset,
+                               {"latency_ns": first_ts - req.last_ts}))
         pending = self._pending
         while pending:
             first = next(iter(pending))

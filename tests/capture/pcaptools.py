@@ -254,6 +254,56 @@ def reorder_and_duplicate(records: Sequence[Record], seed: int = 1, window: int 
     return final
 
 
+def causal_shuffle(records: Sequence[Record], seed: int = 1, reply_swap: float = 0.3,
+                   dup_rate: float = 0.03, near: int = 4) -> list[Record]:
+    """Reorder as skewed capture points do, against TCP's causality, then restamp monotonically.
+
+    Neighbouring data segments of one direction are swapped (half the time); a reply
+    segment (from the side that answered the SYN) is swapped with the request segment
+    just before it, at most ``near`` packets earlier (``reply_swap`` of the time);
+    ``dup_rate`` of the segments are repeated a few packets later. Timestamps are then
+    given back in their original sorted order, as a capture merged by timestamp would
+    show them.
+    """
+    from capture.packet import reverse_key
+    rng = random.Random(seed)
+    out = list(records)
+    views = [_tcp_view(r) for r in out]
+
+    def data(i: int) -> bool:
+        v = views[i]
+        return v is not None and v[2] > 0 and not v[4] & (SYN | FIN | RST)
+
+    i = 0
+    while i + 1 < len(out):
+        if data(i) and data(i + 1) and views[i][0] == views[i + 1][0] and rng.random() < 0.5:
+            out[i], out[i + 1] = out[i + 1], out[i]
+            views[i], views[i + 1] = views[i + 1], views[i]
+            i += 2
+            continue
+        i += 1
+    servers = {v[0] for v in views if v is not None and v[4] & SYN and v[4] & ACK}   # keys of SYN-ACK senders
+    last: dict[bytes, int] = {}          # connection (either key) -> index of its latest data segment
+    swapped: set[int] = set()
+    for j in range(len(out)):
+        if not data(j):
+            continue
+        key = views[j][0]
+        i = last.get(key)
+        if (i is not None and key in servers and j - i <= near and i not in swapped
+                and views[i][0] == reverse_key(key) and rng.random() < reply_swap):
+            out[i], out[j] = out[j], out[i]
+            views[i], views[j] = views[j], views[i]
+            swapped |= {i, j}
+        last[key] = last[reverse_key(key)] = j
+    final = list(out)
+    for _ in range(int(len(out) * dup_rate)):
+        k = rng.randrange(len(final))
+        final.insert(min(len(final), k + rng.randrange(2, 6)), final[k])
+    stamps = sorted(r[0] for r in final)
+    return [(t, lt, d, w) for t, (_, lt, d, w) in zip(stamps, final)]
+
+
 def drop(records: Sequence[Record], rate: float = 0.01, seed: int = 1) -> list[Record]:
     rng = random.Random(seed)
     return [r for r in records if rng.random() >= rate]

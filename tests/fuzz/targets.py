@@ -38,12 +38,12 @@ MAX_DECOMPRESSED = 4 << 20      # per input: large enough for every seed, small 
 # Anomaly kinds the dissector and capture document (capture/__init__.py, dissector/connection.py).
 DISSECTOR_ANOMALIES = frozenset({
     "gap", "resync", "truncated", "malformed", "bad_frame_size", "trailing_bytes", "unknown_api",
-    "unsynced_tail",
+    "unsynced_tail", "negative_latency",
 })
 CAPTURE_ANOMALIES = DISSECTOR_ANOMALIES | frozenset({
     "capture_truncated", "capture_corrupt", "caplen_exceeds_wirelen", "caplen_exceeds_snaplen", "capture_drops",
     "no_timestamps", "unsupported_linktype", "ip_fragment", "truncated_header", "tcp_conflict",
-    "tcp_out_of_window", "tls",
+    "tcp_out_of_window", "tls", "causal_order_limit",
 })
 # Body fields the dissector redacts (dissector/redact.py), per api key.
 SECRET_FIELDS = {36: {"auth_bytes"}, 38: {"hmac"}, 39: {"hmac"}, 40: {"hmac"}, 41: {"hmac"},

@@ -1,0 +1,92 @@
+"""Causal order across the two directions (capture/causal.py), on hand-made skewed captures.
+
+The transformation test on every real sample is in test_samples.py; these pin the edges:
+the wait's bounds, what a real loss becomes, and the negative latency report.
+"""
+
+from __future__ import annotations
+
+from capture import CaptureOptions, Pipeline
+from dissector.events import Anomaly, Exchange, Status
+from tests.capture import pcaptools as pt
+
+REQ1, RESP1 = pt.api_versions_request(1), pt.api_versions_response(1)
+REQ2, RESP2 = pt.api_versions_request(2), pt.api_versions_response(2)
+
+
+def run(records, **opts):  # type: ignore[no-untyped-def]
+    p = Pipeline(CaptureOptions(**opts))
+    events = [ce.event for ce in p.run(records)]
+    exchanges = [e for e in events if isinstance(e, Exchange)]
+    anomalies = [e for e in events if isinstance(e, Anomaly)]
+    return p, exchanges, anomalies
+
+
+def restamp(records):  # type: ignore[no-untyped-def]
+    stamps = sorted(r[0] for r in records)
+    return [(t, lt, d, w) for t, (_, lt, d, w) in zip(stamps, records)]
+
+
+def two_exchanges() -> pt.Conversation:
+    c = pt.Conversation().handshake()
+    c.send(True, REQ1, ack_after=False).send(False, RESP1, ack_after=False)
+    c.send(True, REQ2, ack_after=False).send(False, RESP2, ack_after=False)
+    return c.close()
+
+
+def test_replies_captured_before_their_requests_pair_up() -> None:
+    recs = two_exchanges().records
+    # handshake (3), req1, resp1, req2, resp2: each reply moved ahead of its request
+    skewed = restamp(recs[:3] + [recs[4], recs[3], recs[6], recs[5]] + recs[7:])
+    p, exchanges, anomalies = run(skewed)
+    assert [(x.status, x.request.correlation_id) for x in exchanges] == [(Status.OK, 1), (Status.OK, 2)]
+    assert all(x.latency_ns < 0 for x in exchanges)              # kept as the capture measured it
+    (neg,) = [a for a in anomalies if a.kind == "negative_latency"]   # once per connection
+    assert neg.extra["latency_ns"] == exchanges[0].latency_ns
+    assert p.stats.causal_held == 2 and p.stats.causal_forced == 0
+    assert not [a for a in anomalies if a.kind in ("gap", "causal_order_limit")]
+
+
+def test_in_capture_order_nothing_waits() -> None:
+    p, exchanges, anomalies = run(two_exchanges().records)
+    assert [x.status for x in exchanges] == [Status.OK, Status.OK]
+    assert p.stats.causal_held == 0 and not [a for a in anomalies if a.kind == "negative_latency"]
+
+
+def test_a_request_the_capture_lost_lets_its_reply_go_after_the_wait() -> None:
+    c = pt.Conversation().handshake()
+    c.send(True, REQ1, ack_after=False)
+    lost = c.records[-1]
+    c.send(False, RESP1, ack_after=False)
+    c.ts += 2_000_000_000                      # 2 s later: the bound (1 s of capture time) has passed
+    c.send(True, REQ2, ack_after=False).send(False, RESP2, ack_after=False).close()
+    p, exchanges, anomalies = run([r for r in c.records if r is not lost])
+    statuses = sorted((x.status.value, x.response.correlation_id if x.response else None) for x in exchanges)
+    assert statuses == [("ok", 2), ("orphan_response", 1)]
+    assert [a.extra["bytes"] for a in anomalies if a.kind == "gap"] == [len(REQ1)]
+    assert p.stats.causal_held == 1 and p.stats.causal_forced == 0
+
+
+def lost_request_then_big_reply(mss: int, frames: int) -> list:  # type: ignore[type-arg]
+    """A Kafka connection whose second request the capture lost, answered by ``frames`` frames."""
+    c = pt.Conversation(mss=mss).handshake()
+    c.send(True, REQ1).send(False, RESP1)
+    c.send(True, REQ2, ack_after=False)
+    lost = c.records[-1]
+    c.send(False, pt.api_versions_response(2) * frames, ack_after=False).close()
+    return [r for r in c.records if r is not lost]
+
+
+def test_the_wait_is_bounded_in_segments_and_reported_once() -> None:
+    p, exchanges, anomalies = run(lost_request_then_big_reply(20, 20), max_causal_segments=8)
+    assert [a.kind for a in anomalies].count("causal_order_limit") == 1
+    assert p.stats.causal_forced > 0
+    assert [x.status for x in exchanges if x.response is None or x.response.correlation_id == 1] == [Status.OK]
+    assert sum(1 for x in exchanges if x.status is Status.ORPHAN_RESPONSE) == 20
+
+
+def test_the_wait_is_bounded_in_bytes() -> None:
+    p, exchanges, anomalies = run(lost_request_then_big_reply(1400, 400), max_causal_bytes=4000)
+    assert [a.kind for a in anomalies].count("causal_order_limit") == 1
+    assert p.stats.causal_forced > 0
+    assert sum(1 for x in exchanges if x.status is Status.ORPHAN_RESPONSE) == 400
