@@ -245,3 +245,143 @@ def test_1500_mtu_netns_equals_tcpdump(tmp_path: Path, iface: str) -> None:
     _decode([pcap], tmp_path / "tcpdump")
     _check_against(report, tmp_path / "live", tmp_path / "tcpdump")
     _no_leftovers(tmp_path / "live")
+
+
+def _summary_packets(err: str) -> int:
+    import re
+    m = re.search(r"^live \S+: ([\d,]+) packets", err, re.M)
+    assert m, err
+    return int(m.group(1).replace(",", ""))
+
+
+@pytest.mark.slow
+@needs_root
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+def test_every_stop_decodes_the_backlog(tmp_path: Path, stop: str) -> None:
+    """A burst the decoder cannot keep up with, then the stop: every exchange still ends up in the dataset."""
+    pytest.importorskip("confluent_kafka")
+    from tests.brokers import netns, run_tansu, tcpdump
+    port = 9092
+    pcap = tmp_path / "tcpdump.pcap"
+    extra = ["--records", "--rotate", "1"]
+    with netns(f"kd-i13-{stop.lower()}-{os.getpid() % 10000}", mtu=1500) as ns, \
+            run_tansu(port, ns=ns) as bootstrap:
+        live = _live(tmp_path / "live", "lo", port, *extra, ns=ns)
+        with tcpdump(pcap, ns=ns, iface="lo", bpf=["tcp", "port", str(port)]):
+            report = _clients(bootstrap, "burst", "--messages", "15000", "--size", "50", "--linger", "1", ns=ns)
+            live.send_signal(getattr(signal, stop))
+        rc, err = _finish(live)
+    assert rc == 0, err
+    _decode([pcap], tmp_path / "tcpdump")
+    ex, parts, _ = _rows(tmp_path / "live")
+    ex_t, parts_t, _ = _rows(tmp_path / "tcpdump")
+    assert ex == ex_t and parts == parts_t
+    produced = sum(r[5] for r in parts if r[2] == "request" and r[5] is not None)
+    assert produced == sum(report["delivered"].values()) == 30000
+    _no_leftovers(tmp_path / "live")
+    assert "backlog " in err, f"no decoding backlog when the capture stopped: the test proves less\n{err}"
+
+
+@pytest.mark.slow
+@needs_root
+def test_duration_stops_mid_traffic_and_decodes_all_it_captured(tmp_path: Path) -> None:
+    """Traffic still flowing at the deadline: what was captured (kept as pcapng) is all decoded."""
+    pytest.importorskip("confluent_kafka")
+    from tests.brokers import netns, run_tansu
+    port = 9092
+    with netns(f"kd-i13-dur-{os.getpid() % 10000}", mtu=1500) as ns, run_tansu(port, ns=ns) as bootstrap:
+        live = _live(tmp_path / "live", "lo", port, "--duration", "3", "--keep-pcap", "--records", ns=ns)
+        _clients(bootstrap, "burst", "--messages", "20000", "--size", "50", "--linger", "0", ns=ns)
+        rc, err = _finish(live)
+    assert rc == 0, err
+    kept = sorted((tmp_path / "live" / "pcap").glob("*.pcapng"))
+    _decode(kept, tmp_path / "kept")
+    assert _rows(tmp_path / "live")[:2] == _rows(tmp_path / "kept")[:2]
+    assert len(_rows(tmp_path / "live")[0]) > 100
+    _no_leftovers(tmp_path / "live")
+    assert "backlog " in err, f"no decoding backlog when the capture stopped: the test proves less\n{err}"
+
+
+@pytest.mark.slow
+@needs_root
+def test_count_stops_after_n_packets_and_decodes_them_all(tmp_path: Path) -> None:
+    pytest.importorskip("confluent_kafka")
+    from tests.brokers import netns, run_tansu
+    port = 9092
+    with netns(f"kd-i13-count-{os.getpid() % 10000}", mtu=1500) as ns, run_tansu(port, ns=ns) as bootstrap:
+        live = _live(tmp_path / "live", "lo", port, "--count", "1000", "--keep-pcap", "--records", ns=ns)
+        _clients(bootstrap, "burst", "--messages", "10000", "--size", "50", "--linger", "1", ns=ns)
+        rc, err = _finish(live)
+    assert rc == 0, err
+    assert _summary_packets(err) == 1000
+    kept = sorted((tmp_path / "live" / "pcap").glob("*.pcapng"))
+    assert kept
+    _decode(kept, tmp_path / "kept")
+    assert _rows(tmp_path / "live")[:2] == _rows(tmp_path / "kept")[:2]
+    assert len(_rows(tmp_path / "live")[0]) > 100
+    _no_leftovers(tmp_path / "live")
+
+
+@pytest.mark.slow
+@needs_root
+def test_interface_deleted_mid_capture(tmp_path: Path) -> None:
+    """The veth under the capture goes away: everything captured is written, then exit 1 with one line."""
+    pytest.importorskip("confluent_kafka")
+    from tests.brokers import run_tansu, tcpdump
+    port = 9092
+    a, b = f"kd-i13-va{os.getpid() % 10000}", f"kd-i13-vb{os.getpid() % 10000}"
+    run = lambda *argv: subprocess.run(argv, check=True)  # noqa: E731
+    for ns in (a, b):
+        subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL, check=False)
+        run("ip", "netns", "add", ns)
+    pcap = tmp_path / "tcpdump.pcap"
+    try:
+        run("ip", "link", "add", "kdv0", "netns", a, "type", "veth", "peer", "kdv1", "netns", b)
+        for ns, dev, addr in ((a, "kdv0", "10.213.0.1/24"), (b, "kdv1", "10.213.0.2/24")):
+            run("ip", "-n", ns, "addr", "add", addr, "dev", dev)
+            run("ip", "-n", ns, "link", "set", dev, "up")
+            run("ip", "-n", ns, "link", "set", "lo", "up")
+        with run_tansu(port, host="10.213.0.1", ns=a) as bootstrap:
+            live = _live(tmp_path / "live", "kdv0", port, "--records", ns=a)
+            with tcpdump(pcap, ns=a, iface="kdv0", bpf=["tcp", "port", str(port)]):
+                report = _clients(bootstrap, "veth", "--messages", "5000", "--size", "50", ns=b)
+            run("ip", "-n", a, "link", "del", "kdv0")
+            rc, err = _finish(live)
+    finally:
+        for ns in (a, b):
+            subprocess.run(["ip", "netns", "del", ns], check=False)
+    assert rc == 1, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("kdissect: capture on kdv0 ended early: the interface went down or away"), err
+    assert "files " in err      # the summary came first
+    _decode([pcap], tmp_path / "tcpdump")
+    ex, parts, _ = _rows(tmp_path / "live")
+    assert ex == _rows(tmp_path / "tcpdump")[0] and parts == _rows(tmp_path / "tcpdump")[1]
+    assert sum(r[5] for r in parts if r[2] == "request" and r[5]) == sum(report["delivered"].values())
+    _no_leftovers(tmp_path / "live")
+
+
+@pytest.mark.slow
+@needs_root
+def test_two_captures_into_one_outdir(tmp_path: Path) -> None:
+    pytest.importorskip("confluent_kafka")
+    from tests.brokers import netns, run_tansu, tcpdump
+    port = 9092
+    out = tmp_path / "live"
+    pcap = tmp_path / "tcpdump.pcap"
+    with netns(f"kd-i13-two-{os.getpid() % 10000}", mtu=1500) as ns, run_tansu(port, ns=ns) as bootstrap:
+        first = _live(out, "lo", port, "--rotate", "1", ns=ns)
+        second = _live(out, "lo", port, "--rotate", "1", ns=ns)
+        with tcpdump(pcap, ns=ns, iface="lo", bpf=["tcp", "port", str(port)]):
+            _clients(bootstrap, "two", "--messages", "3000", "--size", "100", ns=ns)
+        first.send_signal(signal.SIGINT)
+        second.send_signal(signal.SIGINT)
+        (rc1, err1), (rc2, err2) = _finish(first), _finish(second)
+    assert rc1 == rc2 == 0, err1 + err2
+    names = {_capture_name(err1), _capture_name(err2)}
+    assert len(names) == 2
+    _decode([pcap], tmp_path / "tcpdump")
+    expected = _rows(tmp_path / "tcpdump")[:2]
+    for name in names:
+        assert _rows(out, name)[:2] == expected
+    _no_leftovers(out)
