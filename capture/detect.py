@@ -107,6 +107,8 @@ class Detector:
         self.probe = probe
         self.ports = ports
         self.kafka_ports = ports if ports else WELL_KNOWN_PORTS
+        # True while TLS keys are at hand: a TLS handshake on any port may carry Kafka.
+        self.tls_anywhere: Callable[[], bool] = lambda: False
 
     def broker_half_by_port(self, src_ports: tuple[int, int]) -> int | None:
         """The half whose *source* is a Kafka port (it carries responses), if exactly one is."""
@@ -157,6 +159,8 @@ class Detector:
         if looks_like_tls(c, handshake_only=True):
             if on_kafka_port:
                 return Decision(Verdict.TLS, client, "TLS handshake on a Kafka port")
+            if self.tls_anywhere():
+                return Decision(Verdict.TLS, client, "TLS handshake (keys given: Kafka inside is looked for)")
             return Decision(Verdict.NOT_KAFKA, client, "TLS")
         if _obviously_other(c):
             return Decision(Verdict.NOT_KAFKA, client, "PostgreSQL startup")

@@ -31,6 +31,7 @@ class ConnectionInfo:
     state: str              # "kafka" or "tls"
     handshake_seen: bool    # False: joined mid-stream (the capture began after the SYN)
     detection: str          # why capture believes it is Kafka/TLS
+    tls: Any = None         # capture.tls.TlsInfo of a TLS connection (version, cipher, SNI), else None
 
 
 @dataclass(slots=True)

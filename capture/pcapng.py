@@ -17,6 +17,8 @@ from dissector.events import Anomaly
 
 SHB = 0x0A0D0D0A
 IDB, PB, SPB, NRB, ISB, EPB = 1, 2, 3, 4, 5, 6
+DSB = 10                     # Decryption Secrets Block
+DSB_TLS_KEY_LOG = 0x544C534B  # "TLSK": NSS key log lines
 KNOWN_BLOCKS = frozenset({SHB, IDB, PB, SPB, NRB, ISB, EPB, 7, 9, 10, 0x0BAD, 0x40000BAD})
 BOM = 0x1A2B3C4D
 MAX_BLOCK = 1 << 26          # 64 MiB: larger than any real packet block
@@ -81,6 +83,7 @@ class PcapngReader:
         self.sections = 0
         self.interfaces: list[Interface] = []     # of the current section
         self.caplen_over_wirelen = 0
+        self.tls_secrets: list[bytes] = []        # TLS key log text of DSBs, in file order (TLS layer reads it)
         self._buf = b""
         self._pos = 0
         self._base = 0          # file offset of _buf[0]
@@ -245,6 +248,10 @@ class PcapngReader:
                     conv.append((itf.linktype, itf.mul, itf.div, itf.offset_ns))
                 elif btype == ISB and blen >= 24:
                     self._statistics(buf, pos, blen, order, last_ts, ifaces)
+                elif btype == DSB and blen >= 20:
+                    stype, slen = struct.unpack_from(order + "II", buf, pos + 8)
+                    if stype == DSB_TLS_KEY_LOG and 16 + slen <= blen - 4:
+                        self.tls_secrets.append(bytes(buf[pos + 16:pos + 16 + slen]))
         finally:
             self.records = count
             self.caplen_over_wirelen = over

@@ -31,6 +31,8 @@ from capture.packet import ACK, FIN, RST, SYN, PacketIssue, Parser, parser_for
 from capture.reassembly import CONFLICT, DATA, GAP, HALF, MASK, HalfStream
 from capture.shard import Share, ShareFilter
 from capture.records import RawRecord, RecordSource, problem
+from capture.tls.keylog import KeyLog
+from capture.tlsflow import TlsConnection
 from dissector.connection import Connection, Options
 from dissector.events import Anomaly, Direction, Event
 from dissector.topics import TopicRegistry
@@ -69,6 +71,8 @@ class CaptureOptions:
     max_causal_segments: int = 1024          # per connection
     max_causal_bytes: int = 4 << 20          # per connection
     share: Share | None = None               # decode only this share's connections (see capture.shard)
+    tls_keylog: tuple[str, ...] = ()         # NSS key log files (pcapng secrets blocks are used anyway)
+    tls_keylog_live: bool = False            # the key logs grow while the capture runs: re-read them
 
 
 @dataclass(slots=True)
@@ -145,6 +149,8 @@ class Pipeline:
             probe = KafkaProbe.from_dissector()
         self._new_connection = connection_factory
         self.detector = Detector(probe, o.ports)
+        self.keylog = KeyLog(o.tls_keylog, live=o.tls_keylog_live)     # KeyLogError: unreadable file
+        self.detector.tls_anywhere = lambda: self.keylog.configured
         self.table = FlowTable()
         self.stats = CaptureStats()
         self._reported: dict[str, int] = {}
@@ -163,6 +169,9 @@ class Pipeline:
         stats = self.stats
         problems: list[Anomaly] = getattr(source, "problems", [])
         self._source = source if hasattr(source, "bytes_read") else None  # type: ignore[assignment]
+        blocks = getattr(source, "tls_secrets", None)      # pcapng Decryption Secrets Blocks, as read
+        if blocks is not None:
+            self.keylog.blocks = blocks
         stats.size = getattr(source, "size", None)
         index_get = self.table.index.get
         ports = self.options.ports
@@ -590,18 +599,20 @@ class Pipeline:
             return out
         if flow.client_half is None:
             flow.set_roles(d.client_half if d.client_half is not None else 0)
-        if d.verdict is Verdict.TLS:
-            flow.state = TLS
-            flow.skip = True
-            conns["tls"] = conns.get("tls", 0) + 1
-            info = flow.make_info("tls", d.reason)
-            out.append(CaptureEvent(info, _anomaly(
-                "tls", None, ts, f"{d.reason}: encrypted, not decodable")))
-            return out
         flow.state = KAFKA
-        conns["kafka"] = conns.get("kafka", 0) + 1
-        flow.make_info("kafka", d.reason)
-        flow.conn = self._new_connection(not flow.syn_seen)
+        if d.verdict is Verdict.TLS:
+            # Decrypted (given keys) by the TLS layer, which then detects and dissects like plaintext.
+            o = self.options
+            quiet = not any(p in self.detector.kafka_ports for p in flow.src_ports)
+            if not quiet:
+                conns["tls"] = conns.get("tls", 0) + 1
+            flow.conn = TlsConnection(self.keylog, self._new_connection, flow.make_info("tls", d.reason),
+                                      probe=self.detector.probe if o.ports is None else None, quiet=quiet,
+                                      detect_limit=o.detect_limit, max_held=o.max_pending_bytes)
+        else:
+            conns["kafka"] = conns.get("kafka", 0) + 1
+            flow.make_info("kafka", d.reason)
+            flow.conn = self._new_connection(not flow.syn_seen)
         for h, op in ops:
             if op[0] == GAP and op[4] == "undecided":
                 op = (GAP, op[1], op[2], op[3], "lost")
@@ -648,7 +659,7 @@ class Pipeline:
             for ev in evs:
                 out.append(CaptureEvent(info, ev))
             self._count_end(flow)
-        if flow.state in (KAFKA, TLS):
+        if flow.state in (KAFKA, TLS) and not getattr(flow.conn, "hidden", False):
             info = flow.info
             assert info is not None
             info.last_ts = max(info.last_ts, flow.last_ts)

@@ -13,7 +13,7 @@ from capture import ConnectionInfo
 from dissector.events import Exchange
 
 from kdissect.rows import exchange_row
-from kdissect.source import DecodeOptions, ports_option, open_capture_run
+from kdissect.source import DecodeOptions, keylog_files, open_capture_run, ports_option
 from kdissect.tables import EXCHANGES
 
 if TYPE_CHECKING:
@@ -33,20 +33,23 @@ class CapturedExchange:
         return exchange_row(self.capture, self.connection, self.exchange)
 
 
-def _options(ports: str | frozenset[int] | None, keep_secrets: bool) -> DecodeOptions:
+def _options(ports: str | frozenset[int] | None, keep_secrets: bool,
+             tls_keylog: str | os.PathLike[str] | list[str | os.PathLike[str]] | tuple = ()) -> DecodeOptions:
     if isinstance(ports, str):
         ports = ports_option(ports)
-    return DecodeOptions(ports=ports, keep_secrets=keep_secrets)
+    return DecodeOptions(ports=ports, keep_secrets=keep_secrets, tls_keylog=keylog_files(tls_keylog))
 
 
 def read_pcap(path: str | os.PathLike[str], *, ports: str | frozenset[int] | None = None,
-              keep_secrets: bool = False) -> Iterator[CapturedExchange]:
+              keep_secrets: bool = False,
+              tls_keylog: str | os.PathLike[str] | list[str | os.PathLike[str]] = ()) -> Iterator[CapturedExchange]:
     """Decoded exchanges of a pcap/pcapng file (gzip allowed), in the order they complete.
 
     ``ports``: Kafka ports (``"9092,9093"``); by default Kafka is detected on any port.
-    Raises :class:`kdissect.KdissectError` if ``path`` is not a readable capture.
+    ``tls_keylog``: NSS key log file(s) to decrypt TLS connections (pcapng-embedded keys are used anyway).
+    Raises :class:`kdissect.KdissectError` if ``path`` is not a readable capture or a key log is unreadable.
     """
-    run = open_capture_run(path, _options(ports, keep_secrets))
+    run = open_capture_run(path, _options(ports, keep_secrets, tls_keylog))
     name = os.path.basename(os.fspath(path))
     try:
         for ce in run:

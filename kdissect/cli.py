@@ -110,6 +110,7 @@ def _common(p: argparse.ArgumentParser, records: bool) -> None:
                    help="Kafka ports, e.g. 9092,9093 or 9092-9094 (default: detect Kafka on any port)")
     p.add_argument("--keep-secrets", action="store_true",
                    help="keep SASL tokens and credentials in the output (redacted by default)")
+    _tls_keylog(p)
     if records:
         p.add_argument("--records", action="store_true",
                        help="also write OUTDIR/records/: one row per Kafka record")
@@ -118,6 +119,12 @@ def _common(p: argparse.ArgumentParser, records: bool) -> None:
         p.add_argument("--max-decompressed", type=int, default=64, metavar="MIB",
                        help="stop decompressing a records field past this many MiB, reported as an anomaly "
                             "(a guard against decompression bombs; default 64)")
+
+
+def _tls_keylog(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tls-keylog", action="append", default=[], metavar="FILE",
+                   help="decrypt TLS with the session keys in this NSS key log file (SSLKEYLOGFILE format); "
+                        "repeatable; keys embedded in a pcapng file are used without it")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -169,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="compare kdissect's decoding of a capture with Wireshark's")
     p.add_argument("input", metavar="INPUT", help="a pcap/pcapng file")
     p.add_argument("--ports", metavar="LIST", help="Kafka ports (default: detect)")
+    _tls_keylog(p)
 
     sub.add_parser("protocol", help="list the api keys and versions the dissector decodes")
     return parser
@@ -190,7 +198,7 @@ def _decode(args: argparse.Namespace) -> int:
 
     options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
                             records=args.records or args.record_bytes, record_bytes=args.record_bytes,
-                            max_decompressed=args.max_decompressed << 20)
+                            max_decompressed=args.max_decompressed << 20, tls_keylog=tuple(args.tls_keylog))
     bar = ProgressLine(sys.stderr)
     bar.enabled = bar.enabled and not args.quiet
     try:
@@ -220,7 +228,8 @@ def _show(args: argparse.Namespace) -> int:
         what = "is a directory (show takes one capture file)" if os.path.isdir(args.input) else "no such file"
         raise KdissectError(f"{args.input}: {what}")
     show(args.input, sys.stdout, ShowOptions(filt, args.verbose, args.absolute_time, args.count),
-         DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets))
+         DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
+                       tls_keylog=tuple(args.tls_keylog)))
     return 0
 
 
@@ -230,7 +239,7 @@ def _live(args: argparse.Namespace) -> int:
 
     options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
                             records=args.records or args.record_bytes, record_bytes=args.record_bytes,
-                            max_decompressed=args.max_decompressed << 20)
+                            max_decompressed=args.max_decompressed << 20, tls_keylog=tuple(args.tls_keylog))
     return run_live(LiveOptions(args.interface, args.output, args.rotate, args.duration, args.count,
                                 args.keep_pcap, args.spool_max << 20), options, sys.stderr)
 
@@ -246,7 +255,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     if not os.path.isfile(args.input):
         raise KdissectError(f"{args.input}: no such file")
-    return run_compare(args.input, ports_option(args.ports), sys.stdout)
+    return run_compare(args.input, ports_option(args.ports), sys.stdout, tls_keylog=tuple(args.tls_keylog))
 
 
 def _protocol(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ compared only when both sides decoded the body: a partial decode proves nothing.
 from __future__ import annotations
 
 import ipaddress
+import os
 import shutil
 import subprocess
 import tempfile
@@ -23,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, TextIO
 
-from capture import CaptureOptions, read_capture
+from capture import CaptureError, CaptureOptions, read_capture
 from dissector.events import Exchange, Request, Response
 from dissector.schema import api_name
 
@@ -89,15 +90,26 @@ def _our_message(conn: str, msg: Request | Response, api_key: int | None, api_ve
 
 def kdissect_messages(path: str, ports: Iterable[int] | None = None) -> tuple[list[Message], set[int]]:
     """Our decoding of ``path``: its messages, and the broker ports of the Kafka connections found."""
-    run = read_capture(path, CaptureOptions(ports=frozenset(ports) if ports else None))
+    messages, plain_ports, tls_ports = kdissect_decoding(path, ports)
+    return messages, plain_ports | tls_ports
+
+
+def kdissect_decoding(path: str, ports: Iterable[int] | None = None,
+                      tls_keylog: tuple[str, ...] = ()) -> tuple[list[Message], set[int], set[int]]:
+    """Our messages, and the broker ports of the plaintext and of the (decrypted) TLS connections."""
+    try:
+        run = read_capture(path, CaptureOptions(ports=frozenset(ports) if ports else None, tls_keylog=tls_keylog))
+    except CaptureError as exc:
+        raise KdissectError(str(exc)) from None
     messages: list[Message] = []
     broker_ports: set[int] = set()
+    tls_ports: set[int] = set()
     try:
         for ce in run:
             ex = ce.event
             if not isinstance(ex, Exchange) or ce.conn is None:
                 continue
-            broker_ports.add(ce.conn.broker_port)
+            (tls_ports if ce.conn.tls is not None else broker_ports).add(ce.conn.broker_port)
             if ex.request is not None:
                 messages.append(_our_message(ce.conn.id, ex.request, ex.api_key, ex.api_version))
             if ex.response is not None:
@@ -105,15 +117,20 @@ def kdissect_messages(path: str, ports: Iterable[int] | None = None) -> tuple[li
                                              ex.response.api_version))
     finally:
         run.close()
-    return messages, broker_ports
+    return messages, broker_ports, tls_ports
 
 
 # -- Wireshark's side --------------------------------------------------------------------------
 
-def tshark_command(path: str, ports: Iterable[int], tshark: str = "tshark") -> list[str]:
+def tshark_command(path: str, ports: Iterable[int], tshark: str = "tshark", tls_ports: Iterable[int] = (),
+                   keylog: str | None = None) -> list[str]:
     cmd = [tshark, "-n", "-r", path]
+    if keylog is not None:
+        cmd += ["-o", f"tls.keylog_file:{keylog}"]
     for port in sorted(set(ports)):
         cmd += ["-d", f"tcp.port=={port},kafka"]
+    for port in sorted(set(tls_ports)):      # Kafka inside TLS: Wireshark needs both layers named
+        cmd += ["-d", f"tcp.port=={port},tls", "-d", f"tls.port=={port},kafka"]
     # -J keeps what we read; frames without a Kafka PDU (mid-PDU segments, ACKs) are left out.
     return cmd + ["-Y", "kafka", "-T", "pdml", "-J", "frame ip ipv6 tcp kafka _ws.malformed"]
 
@@ -249,15 +266,18 @@ def _expert(elem: ET.Element) -> str | None:
     return found
 
 
-def wireshark_messages(path: str, ports: Iterable[int], tshark: str = "tshark") -> list[Message]:
-    """Wireshark's decoding of ``path`` with ``ports`` decoded as Kafka."""
+def wireshark_messages(path: str, ports: Iterable[int], tshark: str = "tshark", tls_ports: Iterable[int] = (),
+                       keylog: str | None = None) -> list[Message]:
+    """Wireshark's decoding of ``path`` with ``ports`` decoded as Kafka (``tls_ports``: inside TLS)."""
     ports = set(ports)
+    tls_ports = set(tls_ports)
     # stderr to a file: a pipe nobody reads while stdout streams could fill and stall tshark.
     with tempfile.TemporaryFile() as errfile, \
-            subprocess.Popen(tshark_command(path, ports, tshark), stdout=subprocess.PIPE, stderr=errfile) as proc:
+            subprocess.Popen(tshark_command(path, ports, tshark, tls_ports, keylog), stdout=subprocess.PIPE,
+                             stderr=errfile) as proc:
         assert proc.stdout is not None
         try:
-            messages = list(_PdmlReader(ports).read(proc.stdout))
+            messages = list(_PdmlReader(ports | tls_ports).read(proc.stdout))
         except ET.ParseError:
             messages = []    # tshark failed half-way: its exit status and stderr say why
         if proc.wait() != 0:
@@ -327,8 +347,20 @@ def _label(m: Message) -> str:
     return f"{frame}{m.conn} {m.direction} corr={m.correlation_id} {api}{version}"
 
 
+def _one_keylog(files: tuple[str, ...], tmp: str) -> str | None:
+    """tshark takes one key log file: several are joined in a private temporary copy."""
+    if len(files) <= 1:
+        return files[0] if files else None
+    joined = os.path.join(tmp, "keys.log")
+    with open(os.open(joined, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+        for name in files:
+            with open(name, "rb") as f:
+                out.write(f.read().rstrip(b"\n") + b"\n")
+    return joined
+
+
 def run_compare(path: str, ports: list[int] | Iterable[int] | None, out: TextIO,
-                tshark: str = "tshark") -> int:
+                tshark: str = "tshark", tls_keylog: tuple[str, ...] = ()) -> int:
     """Print where Wireshark and kdissect disagree on ``path``, then a summary; 0 once compared.
 
     Raises :class:`KdissectError` (one line, exit 1 from the CLI) when tshark is missing or fails.
@@ -337,9 +369,12 @@ def run_compare(path: str, ports: list[int] | Iterable[int] | None, out: TextIO,
     if exe is None:
         raise KdissectError(f"{tshark} not found: compare needs Wireshark's tshark "
                             "(Debian/Ubuntu: apt-get install tshark)")
-    ours, broker_ports = kdissect_messages(path, ports)
-    kafka_ports = set(ports or ()) | broker_ports
-    theirs = wireshark_messages(path, kafka_ports, exe) if kafka_ports else []
+    ours, broker_ports, tls_ports = kdissect_decoding(path, ports, tls_keylog)
+    kafka_ports = (set(ports or ()) | broker_ports) - tls_ports
+    with tempfile.TemporaryDirectory(prefix="kdissect-keys-") as tmp:
+        keylog = _one_keylog(tls_keylog, tmp)
+        theirs = wireshark_messages(path, kafka_ports, exe, tls_ports, keylog) if kafka_ports | tls_ports else []
+    kafka_ports |= tls_ports
     pairs, only_ours, only_theirs = match(ours, theirs)
 
     by_kind: Counter[str] = Counter()

@@ -13,7 +13,7 @@ from capture import CaptureRun
 from kdissect.dataset import TABLES, CaptureWriter, Counts, file_stem, prepare_outdir
 from kdissect.inputs import capture_files
 from kdissect.rows import RowOptions
-from kdissect.source import DecodeOptions, open_capture_run, ports_option
+from kdissect.source import DecodeOptions, keylog_files, open_capture_run, ports_option
 
 
 
@@ -62,19 +62,21 @@ def row_options(options: DecodeOptions) -> RowOptions:
 
 def write_dataset(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], outdir: str | os.PathLike[str],
                   *, ports: str | frozenset[int] | None = None, records: bool = False, record_bytes: bool = False,
-                  keep_secrets: bool = False, progress: ProgressFn | None = None) -> DecodeResult:
+                  keep_secrets: bool = False, progress: ProgressFn | None = None,
+                  tls_keylog: str | os.PathLike[str] | list[str | os.PathLike[str]] = ()) -> DecodeResult:
     """Decode capture files (or directories of them) into the dataset under ``outdir``.
 
     ``ports``: Kafka ports (``"9092,9093"``), default: detect Kafka on any port.
     ``records``: also write the records table; ``record_bytes``: with key/value bytes
-    (implies ``records``). Each capture's files replace those of an earlier decode
+    (implies ``records``); ``tls_keylog``: NSS key log file(s) for TLS connections.
+    Each capture's files replace those of an earlier decode
     of the same file. Raises :class:`KdissectError` for a missing or unreadable
     input or an unwritable ``outdir``, before anything is written.
     """
     if isinstance(ports, str):
         ports = ports_option(ports)
     options = DecodeOptions(ports=ports, keep_secrets=keep_secrets, records=records or record_bytes,
-                            record_bytes=record_bytes)
+                            record_bytes=record_bytes, tls_keylog=keylog_files(tls_keylog))
     return decode_files(inputs, outdir, options, progress)
 
 

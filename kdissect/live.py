@@ -34,7 +34,7 @@ from kdissect.dataset import TABLES, CaptureWriter, Counts, prepare_outdir
 from kdissect.decode import row_options
 from kdissect.errors import KdissectError
 from kdissect.progress import ProgressLine
-from kdissect.source import DecodeOptions
+from kdissect.source import DecodeOptions, check_keylogs
 from kdissect.summary import format_summary, human_bytes
 
 _STATUS_EVERY = 1.0      # seconds between status refreshes
@@ -154,6 +154,7 @@ class _Decoder:
 
 def run_live(live: LiveOptions, options: DecodeOptions, status: TextIO) -> int:
     live.validate()
+    check_keylogs(options.tls_keylog)
     tables = TABLES if options.records else TABLES[:3]
     out = prepare_outdir(live.outdir, tables)
     names = _Rotation(live.interface)
@@ -162,7 +163,7 @@ def run_live(live: LiveOptions, options: DecodeOptions, status: TextIO) -> int:
         run = live_capture(CaptureLiveOptions(
             interface=live.interface, duration=live.duration, count=live.count, spool_dir=spool,
             spool_max=live.spool_max, keep_dir=out / "pcap" if live.keep_pcap else None,
-            undecoded_dir=out / "pcap", name_prefix=names.capture), options.capture_options())
+            undecoded_dir=out / "pcap", name_prefix=names.capture), options.capture_options(live=True))
     except CaptureError as exc:
         _remove_empty(spool)
         raise KdissectError(str(exc)) from None

@@ -59,6 +59,7 @@ def exchange_row(capture: str, conn: ConnectionLike, ex: Exchange) -> Row:
     resp_json = body_json(resp_body)
     code, name = body_error(resp_body, resp_json)
     latency = ex.latency_ns
+    tls = getattr(conn, "tls", None)
     return {
         "capture": capture,
         "connection": conn.id,
@@ -66,6 +67,9 @@ def exchange_row(capture: str, conn: ConnectionLike, ex: Exchange) -> Row:
         "client_port": conn.client_port,
         "broker_ip": conn.broker_ip,
         "broker_port": conn.broker_port,
+        "tls_version": tls.version if tls is not None else None,
+        "tls_cipher": tls.cipher if tls is not None else None,
+        "tls_sni": tls.sni if tls is not None else None,
         "api_key": api_key,
         "api_name": None if api_key is None else api_name(api_key),
         "api_version": ex.api_version,

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 
 from capture import CaptureError, CaptureOptions, CaptureRun, parse_ports, read_capture
+from capture.tls.keylog import check_readable
 from dissector.connection import Options
 from dissector.records import DEFAULT_MAX_DECOMPRESSED
 
@@ -21,9 +22,11 @@ class DecodeOptions:
     records: bool = False                 # fill the records table (one row per record)
     record_bytes: bool = False            # ... with key and value bytes
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED  # cap per records field, against decompression bombs
+    tls_keylog: tuple[str, ...] = ()      # NSS key log files for TLS connections
 
-    def capture_options(self) -> CaptureOptions:
-        return CaptureOptions(ports=self.ports, dissector=Options(keep_secrets=self.keep_secrets))
+    def capture_options(self, live: bool = False) -> CaptureOptions:
+        return CaptureOptions(ports=self.ports, dissector=Options(keep_secrets=self.keep_secrets),
+                              tls_keylog=self.tls_keylog, tls_keylog_live=live)
 
 
 def ports_option(spec: str | None) -> frozenset[int] | None:
@@ -34,6 +37,22 @@ def ports_option(spec: str | None) -> frozenset[int] | None:
         return parse_ports(spec)
     except ValueError as exc:
         raise KdissectError(f"--ports: {exc}") from None
+
+
+def keylog_files(tls_keylog: str | os.PathLike[str] | list[str | os.PathLike[str]] | tuple) -> tuple[str, ...]:
+    """One key log path or several, as the tuple of paths the options hold."""
+    if isinstance(tls_keylog, (str, os.PathLike)):
+        return (os.fspath(tls_keylog),)
+    return tuple(os.fspath(p) for p in tls_keylog)
+
+
+def check_keylogs(paths: tuple[str, ...]) -> None:
+    """Fail early, in one line, on a key log that cannot be read (before any output is written)."""
+    for path in paths:
+        try:
+            check_readable(path)
+        except CaptureError as exc:
+            raise KdissectError(str(exc)) from None
 
 
 def open_capture_run(path: str | os.PathLike[str], options: DecodeOptions) -> CaptureRun:

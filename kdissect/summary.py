@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from capture.tlsflow import HOW_TO_GET_KEYS
+
 from kdissect.dataset import Counts
 
 _UNPAIRED = ("no_response", "orphan_response")
@@ -44,6 +46,11 @@ def format_summary(counts: Counts, *, packets: int, bytes_read: int, elapsed: fl
     lines += [
         f"errors       {sum(counts.errors.values()):,}{_top(counts.errors)}",
         f"anomalies    {sum(counts.anomalies.values()):,}{_top(counts.anomalies)}",
+    ]
+    unread = counts.anomalies["tls"] + counts.anomalies["tls_decrypt_failed"]
+    if unread:
+        lines.append(f"tls          {unread:,} TLS connection{'s' if unread != 1 else ''} not decoded; {HOW_TO_GET_KEYS}")
+    lines += [
         f"partitions   {counts.partitions:,} rows"
         + (f", records {counts.records:,} rows" if "records" in tables else ""),
         f"dataset      {outdir}  ({', '.join(t + '/' for t in tables)})",

@@ -26,6 +26,9 @@ EXCHANGES = pa.schema(_CONNECTION + [
     _f("client_port", pa.int32()),
     _f("broker_ip", pa.string()),
     _f("broker_port", pa.int32()),
+    _f("tls_version", pa.string()),     # null on plaintext connections
+    _f("tls_cipher", pa.string()),
+    _f("tls_sni", pa.string()),
     _f("api_key", pa.int16()),
     _f("api_name", pa.string()),
     _f("api_version", pa.int16()),

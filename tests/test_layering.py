@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 FORBIDDEN = {
-    "dissector": {"scapy", "pyarrow", "pyspark", "pandas", "capture", "kdissect", "analysis"},
+    "dissector": {"scapy", "pyarrow", "pyspark", "pandas", "capture", "kdissect", "analysis", "cryptography"},
     "capture": {"pyarrow", "pyspark", "pandas", "kdissect", "analysis"},
     "analysis": {"dissector", "capture", "kdissect", "scapy"},
 }
@@ -34,3 +34,10 @@ def test_package_does_not_import_across_the_arrows(package):
         if bad:
             offenders[str(path.relative_to(ROOT))] = sorted(bad)
     assert not offenders
+
+
+def test_tls_layer_does_not_import_the_dissector():
+    # capture.tls is sans-IO TLS only; capture.tlsflow is where it meets the dissector.
+    offenders = {str(p.relative_to(ROOT)): sorted(imported_roots(p) & {"dissector", "scapy"})
+                 for p in sorted((ROOT / "capture" / "tls").rglob("*.py"))}
+    assert not {k: v for k, v in offenders.items() if v}

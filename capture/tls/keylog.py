@@ -1,0 +1,205 @@
+"""NSS key log files and pcapng Decryption Secrets Blocks: client random -> secrets.
+
+Format (one per line): ``LABEL <client random hex> <secret hex>``; comments,
+blank lines, unknown labels and malformed lines (a log cut mid-line) are
+skipped. Secrets stay in the file: the index keeps, per line, the first 8
+bytes of its client random and the line's offset (16 bytes a line, in numpy
+arrays), and a lookup reads only the lines of the connection at hand. A file
+that grows (a live client appending after each handshake) is re-read from
+where the last read stopped.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+import numpy as np
+
+from capture.tls.errors import KeyLogError
+
+CLIENT_RANDOM = "CLIENT_RANDOM"                     # TLS 1.2 and earlier: the master secret
+TLS13_LABELS = ("CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+                "CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0")
+LABELS = frozenset((CLIENT_RANDOM, *TLS13_LABELS))
+_BLABELS = frozenset(label.encode() for label in LABELS)
+_CHUNK = 1 << 20
+_MAX_LINE = 1024                                    # longer lines are not key log lines
+
+Secrets = dict[str, bytes]
+
+
+def parse_line(line: bytes) -> tuple[str, bytes, bytes] | None:
+    """(label, client random, secret) of a key log line, or None for anything else."""
+    parts = line.split()
+    if len(parts) != 3 or parts[0] not in _BLABELS or len(parts[1]) != 64 or len(parts[2]) not in (96, 64, 128):
+        return None
+    try:
+        return parts[0].decode(), bytes.fromhex(parts[1].decode()), bytes.fromhex(parts[2].decode())
+    except ValueError:
+        return None
+
+
+def _prefix(random_hex: bytes) -> int:
+    return int(random_hex[:16], 16)
+
+
+def check_readable(path: str) -> None:
+    """Raise :class:`KeyLogError` (one line, naming only the file) unless ``path`` is a readable file."""
+    if os.path.isdir(path):
+        raise KeyLogError(f"TLS key log {path}: is a directory")
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise KeyLogError(f"TLS key log {path}: cannot read: {exc.strerror or exc}") from None
+
+
+class _KeyFile:
+    """One key log file: an index of (random prefix, line offset), read incrementally."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._done = 0                      # bytes indexed so far (always at a line start)
+        self._keys: list[np.ndarray] = []   # sorted segments, one per read
+        self._offs: list[np.ndarray] = []
+        self.lines = 0
+        check_readable(path)
+
+    def update(self, final: bool) -> bool:
+        """Index lines appended since the last call; with ``final`` a last line without newline too."""
+        try:
+            size = os.path.getsize(self.path)
+        except OSError:
+            return False
+        if size < self._done:               # truncated and rewritten: start over
+            self._done, self._keys, self._offs = 0, [], []
+        if size == self._done:
+            return False
+        keys: list[int] = []
+        offs: list[int] = []
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._done)
+                pos, tail = self._done, b""
+                while True:
+                    chunk = f.read(_CHUNK)
+                    if not chunk:
+                        break
+                    data = tail + chunk
+                    start = 0
+                    while True:
+                        nl = data.find(b"\n", start)
+                        if nl < 0:
+                            break
+                        self._index(data[start:nl], pos + start, keys, offs)
+                        start = nl + 1
+                    pos += start
+                    tail = data[start:]
+                    if len(tail) > _MAX_LINE:           # no newline for this long: not a key log line
+                        pos, tail = pos + len(tail), b""
+                if final and tail:
+                    self._index(tail, pos, keys, offs)
+                    pos += len(tail)
+        except OSError:
+            return False
+        self._done = pos
+        if keys:
+            k = np.array(keys, dtype=np.uint64)
+            o = np.array(offs, dtype=np.uint64)
+            order = np.argsort(k, kind="stable")
+            self._keys.append(k[order])
+            self._offs.append(o[order])
+            if len(self._keys) > 8:         # keep lookups cheap on a long-growing file
+                k, o = np.concatenate(self._keys), np.concatenate(self._offs)
+                order = np.argsort(k, kind="stable")
+                self._keys, self._offs = [k[order]], [o[order]]
+            self.lines += len(keys)
+        return bool(keys)
+
+    @staticmethod
+    def _index(line: bytes, offset: int, keys: list[int], offs: list[int]) -> None:
+        sp = line.find(b" ")
+        if sp <= 0 or line[:sp] not in _BLABELS:
+            return
+        rnd = line[sp + 1:sp + 65]
+        if len(rnd) != 64:
+            return
+        try:
+            keys.append(_prefix(rnd))
+        except ValueError:
+            return
+        offs.append(offset)
+
+    def lookup(self, client_random: bytes) -> Secrets:
+        want = np.uint64(int.from_bytes(client_random[:8], "big"))
+        offsets = []
+        for k, o in zip(self._keys, self._offs):
+            i = int(np.searchsorted(k, want, side="left"))
+            while i < len(k) and k[i] == want:
+                offsets.append(int(o[i]))
+                i += 1
+        out: Secrets = {}
+        if not offsets:
+            return out
+        try:
+            with open(self.path, "rb") as f:
+                for off in sorted(offsets):
+                    f.seek(off)
+                    got = parse_line(f.readline(_MAX_LINE))
+                    if got is not None and got[1] == client_random:
+                        out[got[0]] = got[2]
+        except OSError:
+            pass
+        return out
+
+
+class KeyLog:
+    """Every key source of a capture: key log files and the capture's own secrets blocks."""
+
+    def __init__(self, paths: Iterable[str | os.PathLike[str]] = (), *, live: bool = False) -> None:
+        self._files = [_KeyFile(os.fspath(p)) for p in paths]
+        self._live = live
+        self._embedded: dict[bytes, Secrets] = {}
+        self.blocks: list[bytes] = []        # pcapng DSB payloads, appended by the reader
+        self.generation = 0                  # grows whenever new key lines were indexed
+        for f in self._files:
+            f.update(final=not live)
+
+    @property
+    def configured(self) -> bool:
+        """Whether any key source exists (so TLS on any port is worth following)."""
+        return bool(self._files or self.blocks or self._embedded)
+
+    @property
+    def live(self) -> bool:
+        return self._live
+
+    def add_text(self, text: bytes) -> None:
+        """Key log lines from a pcapng Decryption Secrets Block (kept in memory: part of the capture)."""
+        for line in text.splitlines():
+            got = parse_line(line)
+            if got is not None:
+                self._embedded.setdefault(got[1], {})[got[0]] = got[2]
+
+    def lookup(self, client_random: bytes) -> Secrets:
+        """The secrets logged for ``client_random`` (empty if none)."""
+        while self.blocks:
+            self.add_text(self.blocks.pop(0))
+        out = dict(self._embedded.get(client_random, {}))
+        for f in self._files:
+            out.update(f.lookup(client_random))
+        return out
+
+    def refresh(self) -> bool:
+        """Live: index lines appended since the last look; True if there were any."""
+        grew = bool(self.blocks)
+        for f in self._files:
+            grew = f.update(final=False) or grew
+        if grew:
+            self.generation += 1
+        return grew
+
+    @property
+    def lines(self) -> int:
+        return sum(f.lines for f in self._files) + sum(len(s) for s in self._embedded.values())

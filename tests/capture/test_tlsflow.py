@@ -1,0 +1,138 @@
+"""TLS connections through the whole capture pipeline: real samples, with right, wrong, partial or no keys."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from capture import CaptureOptions, ConnectionEnd, read_capture
+from dissector.events import Anomaly, Exchange
+from tests.capture import pcaptools as pt
+
+TLS = Path(__file__).resolve().parents[2] / "samples" / "tls"
+NAMES = ["tls13", "tls12-gcm", "tls12-chacha", "tls12-cbc", "tls-resumed", "tls13-port19443"]
+
+
+def decode(path: Path, *keylogs: Path, **kw) -> tuple[dict[str, list], dict[str, list[Anomaly]], dict]:
+    """Exchanges and anomalies per connection id, and the connections' TLS info."""
+    exchanges: dict[str, list] = defaultdict(list)
+    anomalies: dict[str, list[Anomaly]] = defaultdict(list)
+    infos = {}
+    run = read_capture(path, CaptureOptions(tls_keylog=tuple(map(str, keylogs)), **kw))
+    for ce in run:
+        cid = ce.conn.id if ce.conn is not None else None
+        if isinstance(ce.event, Exchange):
+            exchanges[cid].append(ce.event)
+        elif isinstance(ce.event, Anomaly):
+            anomalies[cid].append(ce.event)
+        elif isinstance(ce.event, ConnectionEnd):
+            infos[cid] = ce.conn.tls
+    return exchanges, anomalies, infos
+
+
+def keys(name: str) -> Path:
+    return TLS / f"{name}.keys"
+
+
+def key_lines(name: str) -> list[str]:
+    return [ln for ln in keys(name).read_text().splitlines() if ln and not ln.startswith("#")]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_connection_decrypts_with_the_clients_keys(name: str) -> None:
+    exchanges, anomalies, infos = decode(TLS / f"{name}.pcap", keys(name))
+    assert not anomalies
+    assert infos and all(i is not None and i.decrypted and i.sni == "broker.kafka.test" for i in infos.values())
+    assert sum(map(len, exchanges.values())) >= 70
+
+
+def test_no_keys_is_one_tls_anomaly_per_connection_with_what_the_handshake_said() -> None:
+    exchanges, anomalies, infos = decode(TLS / "tls12-gcm.pcap")
+    assert not exchanges
+    assert len(infos) == 10 and set(anomalies) == set(infos)
+    for conn, found in anomalies.items():
+        assert [a.kind for a in found] == ["tls"]
+        assert "TLS 1.2, TLS_ECDHE_RSA_WITH_AES_" in found[0].detail
+        assert "SNI broker.kafka.test" in found[0].detail and "--tls-keylog" in found[0].detail
+
+
+def test_wrong_keys_fail_once_per_connection_and_invent_nothing(tmp_path: Path) -> None:
+    wrong = tmp_path / "wrong.keys"
+    lines = []
+    for ln in key_lines("tls13"):
+        label, rnd, secret = ln.split()
+        lines.append(f"{label} {rnd} {secret[:-2]}{(int(secret[-2:], 16) ^ 1):02x}")
+    wrong.write_text("\n".join(lines) + "\n")
+    exchanges, anomalies, infos = decode(TLS / "tls13.pcap", wrong)
+    assert not exchanges
+    assert set(anomalies) == set(infos) and len(infos) == 10
+    assert all([a.kind for a in found] == ["tls_decrypt_failed"] for found in anomalies.values())
+    assert all(ln.split()[2] not in a.detail for found in anomalies.values() for a in found for ln in lines)
+
+
+def test_partial_keys_decode_their_connections_only(tmp_path: Path) -> None:
+    # One client's key log: the kafka-python connections come first in the log.
+    full_ex, _, infos = decode(TLS / "tls12-gcm.pcap", keys("tls12-gcm"))
+    randoms = [ln.split()[1] for ln in key_lines("tls12-gcm")]
+    half = tmp_path / "half.keys"
+    half.write_text("".join(ln + "\n" for ln in key_lines("tls12-gcm") if ln.split()[1] in randoms[:4]))
+    exchanges, anomalies, _ = decode(TLS / "tls12-gcm.pcap", half)
+    assert len(exchanges) == 4 and not set(exchanges) & set(anomalies)
+    assert len(anomalies) == len(infos) - 4
+    assert all([a.kind for a in found] == ["tls"] and "no keys for this connection" in found[0].detail
+               for found in anomalies.values())
+    for conn, got in exchanges.items():
+        assert [(e.api_key, e.correlation_id) for e in got] == [(e.api_key, e.correlation_id) for e in full_ex[conn]]
+
+
+def test_a_truncated_key_log_decodes_what_it_holds(tmp_path: Path) -> None:
+    text = keys("tls13").read_bytes()
+    cut = tmp_path / "cut.keys"
+    cut.write_bytes(text[: len(text) // 2 + 37])           # ends inside a line
+    exchanges, anomalies, infos = decode(TLS / "tls13.pcap", cut)
+    assert exchanges and anomalies
+    for conn in infos:
+        kinds = [a.kind for a in anomalies.get(conn, [])]
+        assert kinds in ([], ["tls"]), kinds                 # decoded, or one anomaly: never both wrong
+        assert bool(exchanges.get(conn)) or kinds == ["tls"]
+
+
+def test_a_capture_starting_after_the_handshake_is_reported_not_guessed(tmp_path: Path) -> None:
+    linktype, records = pt.read_records(TLS / "tls13.pcap")
+    # From the 30th packet: the first connections' handshakes are gone, later ones are whole.
+    late = pt.write_pcap(tmp_path / "late.pcap", linktype, records[30:])
+    exchanges, anomalies, infos = decode(late, keys("tls13"))
+    midstream = [c for c, found in anomalies.items() if any("handshake" in a.detail or "ClientHello" in a.detail
+                                                             for a in found)]
+    assert midstream and not set(midstream) & set(exchanges)
+    assert all([a.kind for a in anomalies[c]] == ["tls"] for c in midstream)
+    assert exchanges                                          # connections opened later still decode
+
+
+def test_tls_on_another_port_is_kafka_only_with_keys() -> None:
+    path = TLS / "tls13-port19443.pcap"
+    exchanges, anomalies, infos = decode(path)
+    assert not exchanges and not anomalies and not infos     # TLS on a random port: not claimed
+    exchanges, anomalies, infos = decode(path, keys("tls13-port19443"))
+    assert len(infos) == 10 and not anomalies and all(c.endswith(":19443#1") for c in exchanges)
+
+
+def test_keys_embedded_in_pcapng_are_used_without_an_option() -> None:
+    a, _, _ = decode(TLS / "tls13-port19443.pcapng")
+    b, _, _ = decode(TLS / "tls13-port19443.pcap", keys("tls13-port19443"))
+    assert {c: [(e.api_key, e.correlation_id, e.status) for e in v] for c, v in a.items()} == \
+        {c: [(e.api_key, e.correlation_id, e.status) for e in v] for c, v in b.items()}
+
+
+def test_resumed_sessions_are_recognised() -> None:
+    _, anomalies, infos = decode(TLS / "tls-resumed.pcap", keys("tls-resumed"))
+    assert not anomalies
+    kinds = Counter((i.version, i.resumed) for i in infos.values())
+    assert kinds[("TLS 1.3", True)] >= 1 and kinds[("TLS 1.2", True)] >= 1
+
+
+def test_explicit_ports_take_tls_without_sniffing() -> None:
+    exchanges, anomalies, _ = decode(TLS / "tls12-chacha.pcap", keys("tls12-chacha"), ports=frozenset({9093}))
+    assert not anomalies and sum(map(len, exchanges.values())) >= 70

@@ -1,0 +1,102 @@
+"""TLS samples through the dataset: what the clients reported, the same as the plaintext hop, tls_* columns."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import kdissect
+
+from .conftest import SAMPLES, read_table
+from .test_samples import _delivered
+
+TLS = SAMPLES / "tls"
+EXPECTED = sorted(TLS.glob("*.expected.json"))
+NAMES = [p.name.removesuffix(".expected.json") for p in EXPECTED]
+
+
+@pytest.fixture(scope="module")
+def tls_dataset(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pd.DataFrame]:
+    out = tmp_path_factory.mktemp("tls") / "out"
+    pcaps = [TLS / f"{n}.pcap" for n in NAMES] + [TLS / f"{n}.plain.pcap" for n in NAMES]
+    kdissect.write_dataset(pcaps, out, tls_keylog=[TLS / f"{n}.keys" for n in NAMES])
+    return {t: read_table(out, t).to_pandas() for t in ("exchanges", "partitions", "anomalies")}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tls_sample_decodes_to_what_the_clients_reported(tls_dataset: dict[str, pd.DataFrame], name: str) -> None:
+    exp = json.loads((TLS / f"{name}.expected.json").read_text())
+    ex = tls_dataset["exchanges"]
+    mine = ex[ex.capture == exp["pcap"]]
+    assert set(exp["client_ids"]) <= set(mine.client_id.dropna())
+    assert tls_dataset["anomalies"][tls_dataset["anomalies"].capture == exp["pcap"]].empty
+    delivered = _delivered(tls_dataset, exp["pcap"])
+    got = delivered.groupby(["topic", "partition"]).record_count.sum().astype(int).to_dict()
+    want = {(t, int(p)): s["count"] for t, parts in exp["delivered_totals"].items() for p, s in parts.items()}
+    assert got == want
+    assert mine.tls_version.notna().all() and (mine.tls_sni == "broker.kafka.test").all()
+    assert mine.tls_cipher.str.startswith("TLS_").all()
+    # Paired, but for a consumer's last Fetch: it closed the connection before the answer came back.
+    unpaired = mine[mine.status != "ok"]
+    assert len(unpaired) <= 1 and set(unpaired.api_name) <= {"Fetch"}
+
+
+def _shape(df: pd.DataFrame) -> Counter:
+    return Counter(zip(df.api_name, df.api_version, df.client_id, df.error_code.fillna(-1)))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tls_hop_and_plaintext_hop_carry_the_same_exchanges(tls_dataset: dict[str, pd.DataFrame],
+                                                             name: str) -> None:
+    ex = tls_dataset["exchanges"]
+    tls, plain = ex[ex.capture == f"{name}.pcap"], ex[ex.capture == f"{name}.plain.pcap"]
+    assert plain.tls_version.isna().all() and plain.tls_cipher.isna().all() and plain.tls_sni.isna().all()
+    # The forwarder got tansu's answer to the in-flight Fetch that its client no longer read.
+    assert _shape(plain[plain.status == "ok"]) - _shape(tls[tls.status == "ok"]) <= Counter(
+        {k: 1 for k in _shape(plain[plain.api_name == "Fetch"])})
+    assert _shape(tls[tls.status == "ok"]) <= _shape(plain[plain.status == "ok"])
+    parts = tls_dataset["partitions"]
+    produced = parts[(parts.api_name == "Produce") & (parts.direction == "request")]
+
+    def records(capture: str) -> dict:
+        p = produced[produced.capture == capture]
+        return p.groupby(["topic", "partition"]).record_count.sum().to_dict()
+    assert records(f"{name}.pcap") == records(f"{name}.plain.pcap")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kdissect", *args], capture_output=True, text=True,
+                          cwd=SAMPLES.parent, timeout=120)
+
+
+def test_an_unreadable_key_log_is_one_line_and_nothing_written(tmp_path: Path) -> None:
+    r = _cli("decode", str(TLS / "tls13.pcap"), "-o", str(tmp_path / "out"), "--tls-keylog",
+             str(tmp_path / "missing.keys"))
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "missing.keys" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_summary_says_how_to_get_keys_and_never_prints_them(tmp_path: Path) -> None:
+    r = _cli("decode", str(TLS / "tls13.pcap"), "-o", str(tmp_path / "out"))
+    assert r.returncode == 0
+    assert "10 TLS connections not decoded" in r.stdout and "jSSLKeyLog" in r.stdout
+    secrets = [ln.split()[2] for ln in (TLS / "tls13.keys").read_text().splitlines() if ln and ln[0] != "#"]
+    r = _cli("show", str(TLS / "tls13.pcap"), "-V", "--tls-keylog", str(TLS / "tls13.keys"))
+    assert r.returncode == 0 and "ApiVersions" in r.stdout
+    out = tmp_path / "out2"
+    _cli("decode", str(TLS / "tls13.pcap"), "-o", str(out), "--records", "--tls-keylog", str(TLS / "tls13.keys"))
+    blob = b"".join(p.read_bytes() for p in out.rglob("*.parquet")).hex() + r.stdout + r.stderr
+    assert not any(s in blob for s in secrets)
+
+
+def test_python_api_takes_a_key_log() -> None:
+    rows = [e.row() for e in kdissect.read_pcap(TLS / "tls12-cbc.pcap", tls_keylog=TLS / "tls12-cbc.keys")]
+    assert len(rows) >= 70 and {r["tls_version"] for r in rows} == {"TLS 1.2"}
+    assert {r["tls_cipher"] for r in rows} == {"TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+                                               "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA"}
