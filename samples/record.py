@@ -775,10 +775,14 @@ def run_member(spec: dict) -> None:
 class Member:
     """A group member process started from the scenario, and what it reported so far."""
 
-    def __init__(self, cid: str, lib: str, bs: str, group: str, topics: list[str], tmp: Path) -> None:
+    def __init__(self, cid: str, lib: str, bs: str, group: str, topics: list[str], tmp: Path,
+                 protocol: str = "classic") -> None:
         self.cid, self.lib = cid, lib
         self.events_path = tmp / f"{cid}.jsonl"
-        if lib == "ck":
+        if lib == "ck" and protocol == "consumer":  # KIP-848: the broker owns session and heartbeat timing
+            self.config = {"group.id": group, "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                           "enable.auto.commit": False}
+        elif lib == "ck":
             self.config = {"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
                            **GROUP_TIMEOUTS_CK}
         else:
@@ -796,12 +800,19 @@ class Member:
         return [json.loads(line) for line in lines if line.endswith("}")]  # a kill may cut the last line
 
     def assignment_since(self, ts: str) -> list[str] | None:
-        """Partitions of the latest assign callback at or after ``ts`` (None if none yet)."""
-        got = None
+        """What the member holds after its callbacks so far, if one of them was an assign at or after ``ts``.
+
+        Replaying adds on assign and removes on revoke/lost fits both the eager protocol (revoke all,
+        assign all) and KIP-848's incremental callbacks (assign/revoke only what changes)."""
+        held: set[str] = set()
+        fresh = False
         for e in self.events():
-            if e["ts"] >= ts and e["event"] == "assign":
-                got = e["partitions"]
-        return got
+            if e["event"] == "assign":
+                held |= set(e["partitions"])
+                fresh = fresh or e["ts"] >= ts
+            elif e["event"] in ("revoke", "lost"):
+                held -= set(e["partitions"])
+        return sorted(held) if fresh else None
 
     def stop(self, timeout: float = 30) -> None:
         self.proc.send_signal(signal.SIGTERM)
@@ -813,17 +824,68 @@ class Member:
         self.killed = True
 
 
-def wait_settled(live: list[Member], since: str, partitions: list[str], timeout: float = 60) -> str:
-    """Block until every live member got an assignment after ``since`` and together they cover the topic."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = {m.cid: m.assignment_since(since) for m in live}
-        if all(v is not None for v in got.values()):
-            flat = [p for v in got.values() for p in v]
-            if sorted(flat) == sorted(partitions):
-                return utc_now()
-        time.sleep(0.2)
-    raise TimeoutError(f"group did not settle after {since}: {got}")
+class GroupScript:
+    """Changes one consumer group a step at a time; after each step waits until the live members'
+    callbacks show an assignment that covers the topic, and records what each member got."""
+
+    def __init__(self, bs: str, group: str, topic: str, partitions: list[str], tmp: Path,
+                 protocol: str = "classic") -> None:
+        self.bs, self.group, self.topic, self.partitions, self.tmp = bs, group, topic, partitions, tmp
+        self.protocol = protocol
+        self.members: list[Member] = []
+        self.live: list[Member] = []
+        self.steps: list[dict] = []
+
+    def _step(self, what: str, member: Member, change) -> None:
+        since = utc_now()
+        change()
+        settled = self._settle(since)
+        time.sleep(1.5)  # a heartbeat or two: a second generation would show up here
+        self.steps.append({
+            "step": what, "member": member.cid, "at": since, "settled": settled,
+            "assignment": {m.cid: m.assignment_since(since) for m in self.live},
+            "assigns_seen": {m.cid: sum(e["event"] == "assign" and e["ts"] >= since for e in m.events())
+                             for m in self.live}})
+
+    def _settle(self, since: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        got: dict = {}
+        while time.monotonic() < deadline:
+            got = {m.cid: m.assignment_since(since) for m in self.live}
+            if all(v is not None for v in got.values()):
+                if sorted(p for v in got.values() for p in v) == self.partitions:
+                    return utc_now()
+            time.sleep(0.2)
+        raise TimeoutError(f"{self.group} did not settle after {since}: {got}")
+
+    def join(self, cid: str, lib: str = "ck") -> Member:
+        m = Member(cid, lib, self.bs, self.group, [self.topic], self.tmp, self.protocol)
+        self.members.append(m)
+        self._step("join", m, lambda: self.live.append(m))
+        return m
+
+    def kill(self, m: Member) -> None:
+        self._step("killed: session timeout", m, lambda: (m.kill(), self.live.remove(m)))
+
+    def leave(self, m: Member) -> None:
+        self._step("leave", m, lambda: (m.stop(), self.live.remove(m)))
+
+    def last_leaves(self, m: Member) -> None:
+        """The last member leaves: nobody is left to receive an assignment."""
+        at = utc_now()
+        m.stop()
+        self.live.remove(m)
+        self.steps.append({"step": "leave", "member": m.cid, "at": at})
+
+    def stop_all(self) -> None:
+        for m in self.members:
+            if m.proc.poll() is None:
+                m.kill()
+
+    def summary(self, broker: str) -> dict:
+        return {"broker": broker, "protocol": self.protocol, "topic": self.topic, "partitions": self.partitions,
+                "members": [m.cid for m in self.members], "steps": self.steps,
+                "rebalances_seen": sum("assignment" in s for s in self.steps)}
 
 
 def _member_entry(rep: Report, m: Member) -> dict:
@@ -848,8 +910,9 @@ def _member_entry(rep: Report, m: Member) -> dict:
 
 def rebalancing_group(rep: Report, bs: str, broker: str, tmp: Path) -> None:
     """Producer in the background; members A (ck), B (kafka-python on tansu), C (ck) join one by one,
-    C is SIGKILLed (its session times out), B leaves, A drains and leaves; then a consumer in
-    another group stops after a few records so its lag stays non-zero."""
+    C is SIGKILLed (its session times out), B leaves, A drains and leaves; on the mock a KIP-848
+    group then does the same without the kill; last a consumer in another group reads half of
+    each partition and stops, so its lag stays non-zero."""
     from confluent_kafka import Consumer, TopicPartition
     topic, group, lag_group = f"rb-{broker}", f"kd-rb-{broker}", f"kd-lag-{broker}"
     prod, pentry = ck_producer(rep, bs, f"kd-rb-producer-{broker}", {"acks": "all", "linger.ms": 5})
@@ -879,47 +942,40 @@ def rebalancing_group(rep: Report, bs: str, broker: str, tmp: Path) -> None:
 
     producer_thread = threading.Thread(target=trickle)
     producer_thread.start()
-    steps: list[dict] = []
-    live: list[Member] = []
-    members: list[Member] = []
-
-    def step(what: str, member: Member, change) -> None:
-        since = utc_now()
-        change()
-        settled = wait_settled(live, since, partitions)
-        time.sleep(1.5)  # a heartbeat or two: a second generation would show up here
-        steps.append({"step": what, "member": member.cid, "at": since, "settled": settled,
-                      "assignment": {m.cid: m.assignment_since(since) for m in live},
-                      "assigns_seen": {m.cid: sum(e["event"] == "assign" and e["ts"] >= since for e in m.events())
-                                       for m in live}})
-
-    def join(cid: str, lib: str) -> None:
-        m = Member(cid, lib, bs, group, [topic], tmp)
-        members.append(m)
-        step("join", m, lambda: live.append(m))
-
+    script = GroupScript(bs, group, topic, partitions, tmp)
     try:
-        join(f"kd-rb-a-{broker}", "ck")
-        join(f"kd-rb-b-{broker}", "kp" if broker == "tansu" else "ck")  # kafka-python cannot bootstrap off the mock
-        join(f"kd-rb-c-{broker}", "ck")
-        c = members[2]
-        step("killed: session timeout", c, lambda: (c.kill(), live.remove(c)))
-        b = members[1]
-        step("leave", b, lambda: (b.stop(), live.remove(b)))
+        a = script.join(f"kd-rb-a-{broker}")
+        b = script.join(f"kd-rb-b-{broker}", "kp" if broker == "tansu" else "ck")  # kafka-python: not on the mock
+        c = script.join(f"kd-rb-c-{broker}")
+        script.kill(c)
+        script.leave(b)
+        stop_producing.set()
+        producer_thread.join()
+        time.sleep(3)  # A drains what the producer sent last
+        script.last_leaves(a)
     finally:
         stop_producing.set()
         producer_thread.join()
         left = prod.flush(30)
         if left:
             pentry["undelivered_at_exit"] = left
-    a = members[0]
-    time.sleep(3)  # A drains what the producer sent last
-    a.stop()
-    steps.append({"step": "leave", "member": a.cid, "at": utc_now()})
-    for m in members:
-        if m.proc.poll() is None:
-            m.kill()
-        _member_entry(rep, m)
+        script.stop_all()
+    scripts = [script]
+    if broker == "mock":
+        # KIP-848 (ConsumerGroupHeartbeat): the mock speaks it, tansu 0.6 does not. Incremental
+        # callbacks: joining takes partitions from A, leaving hands them back.
+        k848 = GroupScript(bs, f"kd-848-{broker}", topic, partitions, tmp, protocol="consumer")
+        try:
+            a848 = k848.join(f"kd-848-a-{broker}")
+            b848 = k848.join(f"kd-848-b-{broker}")
+            k848.leave(b848)
+            k848.last_leaves(a848)
+        finally:
+            k848.stop_all()
+        scripts.append(k848)
+    for sc in scripts:
+        for m in sc.members:
+            _member_entry(rep, m)
 
     # Stops early: reads half of each partition (pausing those done), commits that, closes;
     # its fetches have seen the whole log, so the wire holds both ends of the lag.
@@ -954,7 +1010,7 @@ def rebalancing_group(rep: Report, bs: str, broker: str, tmp: Path) -> None:
 
     # The final committed offsets, as the group coordinator hands them out (OffsetFetch).
     final: dict[str, dict] = {}
-    for grp in (group, lag_group):
+    for grp in [sc.group for sc in scripts] + [lag_group]:
         chk = Consumer({"bootstrap.servers": bs, "client.id": f"kd-rb-checker-{broker}", "group.id": grp,
                         "enable.auto.commit": False})
         final[grp] = {}
@@ -963,7 +1019,7 @@ def rebalancing_group(rep: Report, bs: str, broker: str, tmp: Path) -> None:
             if tp.offset >= 0:
                 _tp(final[grp], tp.topic, tp.partition)["offset"] = tp.offset
         chk.close()
-    rep.client(f"kd-rb-checker-{broker}", lib_ck(), "offset-fetch", {"group.id": f"{group},{lag_group}"})
+    rep.client(f"kd-rb-checker-{broker}", lib_ck(), "offset-fetch", {"group.id": ",".join(final)})
 
     lag = {}
     for t, parts in lentry["high_watermarks"].items():
@@ -971,10 +1027,8 @@ def rebalancing_group(rep: Report, bs: str, broker: str, tmp: Path) -> None:
             committed = final[lag_group].get(t, {}).get(p, {}).get("offset")
             _tp(lag, t, int(p)).update(committed_offset=committed, high_watermark=hw["offset"],
                                        lag=None if committed is None else hw["offset"] - committed)
-    rep.groups[group] = {"broker": broker, "topic": topic, "partitions": partitions,
-                         "members": [m.cid for m in members], "steps": steps,
-                         "rebalances_seen": len([s for s in steps if "assignment" in s]),
-                         "final_committed": final[group]}
+    for sc in scripts:
+        rep.groups[sc.group] = {**sc.summary(broker), "final_committed": final[sc.group]}
     rep.groups[lag_group] = {"broker": broker, "topic": topic, "members": [lag_cid],
                              "final_committed": final[lag_group], "lag": lag}
 
