@@ -62,13 +62,17 @@ _NONE: tuple = ()
 _GROUP_APIS = frozenset({11, 14, 15})
 _RESYNC_KEEP = 1 << 20   # bytes an unsynced side keeps while it looks for a frame it can prove
 _FULL_INFERENCES = 64    # orphans per connection given a full search before shortcuts start
+_REQUEST_COST = 1024     # bytes a waiting decoded request costs besides its frame (objects, body dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Options:
     max_frame_size: int = DEFAULT_MAX_FRAME
     keep_secrets: bool = False
-    max_in_flight: int = 10_000        # requests awaiting a response, per connection
+    # Requests awaiting a response, per connection, bounded by their estimated memory (frame size
+    # plus a fixed cost per decoded request) rather than by a count: librdkafka at linger 0 keeps
+    # tens of thousands of small requests in flight. Past it the oldest is given up, with an anomaly.
+    max_in_flight_bytes: int = 64 << 20
     infer_orphans: bool = True
 
 
@@ -109,6 +113,8 @@ class Connection:
         self._decoders = decoders or default_decoders()
         self._sides = (_Side(not mid_stream), _Side(not mid_stream))
         self._pending: dict[int, tuple[int, Request]] = {}
+        self._pending_bytes = 0     # estimated memory of _pending (see Options.max_in_flight_bytes)
+        self._cap_hits = 0
         self._seq = 0
         self._seen_versions: dict[int, int] = {}
         self._sasl_raw = False
@@ -215,6 +221,7 @@ class Connection:
         for _, req in self._pending.values():
             out.append(Exchange(req, None, Status.NO_RESPONSE))
         self._pending.clear()
+        self._pending_bytes = 0
         return out
 
     @property
@@ -313,12 +320,23 @@ class Connection:
         pending = self._pending
         old = pending.pop(hdr.correlation_id, None)
         if old is not None:
+            self._pending_bytes -= old[1].size + _REQUEST_COST
             out.append(Exchange(old[1], None, Status.NO_RESPONSE))
         self._seq += 1
         pending[hdr.correlation_id] = (self._seq, req)
-        if len(pending) > self.options.max_in_flight:
-            oldest = next(iter(pending))
-            out.append(Exchange(pending.pop(oldest)[1], None, Status.NO_RESPONSE))
+        self._pending_bytes += req.size + _REQUEST_COST
+        while self._pending_bytes > self.options.max_in_flight_bytes and len(pending) > 1:
+            gone = pending.pop(next(iter(pending)))[1]
+            self._pending_bytes -= gone.size + _REQUEST_COST
+            self._cap_hits += 1
+            if self._cap_hits == 1:
+                out.append(Anomaly("in_flight_limit", TO_BROKER, first_ts,
+                                   f"more than {self.options.max_in_flight_bytes >> 20} MiB of requests "
+                                   f"({len(pending) + 1}) awaiting a response: the oldest, {gone.api_name} "
+                                   f"correlation id {gone.correlation_id}, is reported without response and its "
+                                   "response will be an orphan; reported once per connection", offset,
+                                   {"in_flight": len(pending) + 1}))
+            out.append(Exchange(gone, None, Status.NO_RESPONSE))
 
     def _after_request(self, api_key: int, version: int, body: dict[str, Any]) -> None:
         if api_key == 17 and version == 0:  # SaslHandshake v0: raw tokens follow
@@ -353,6 +371,8 @@ class Connection:
             return
         corr = _I32(frame, 0)[0]
         entry = self._pending.pop(corr, None)
+        if entry is not None:
+            self._pending_bytes -= entry[1].size + _REQUEST_COST
         size = truncated_size or len(frame) + 4
         if entry is None:
             if self._sasl_raw:
@@ -375,7 +395,9 @@ class Connection:
             first = next(iter(pending))
             if pending[first][0] > seq:
                 break
-            out.append(Exchange(pending.pop(first)[1], None, Status.NO_RESPONSE))
+            unanswered = pending.pop(first)[1]
+            self._pending_bytes -= unanswered.size + _REQUEST_COST
+            out.append(Exchange(unanswered, None, Status.NO_RESPONSE))
         if req.body is None:
             resp = Response(corr, size, first_ts, last_ts, req.api_key, req.api_version, None, None, None,
                             stream_offset=offset, raw=frame[4:])

@@ -352,3 +352,28 @@ def test_one_sided_flow_infers_every_orphan_and_still_notices_a_new_api():
     assert [r["base_offset"] for e in ex[:200] for r in e.response.body["responses"][0]["partition_responses"]] \
         == list(range(200))
     assert ex[200].response.api_key == 18
+
+
+def test_in_flight_bound_is_memory_and_says_when_it_bites():
+    # 15,000 small requests in flight (above the old 10,000 count cap) stay paired under the default bound.
+    conn = Connection()
+    events = []
+    for corr in range(15_000):
+        events += conn.feed(B, heartbeat_req(corr), corr)
+    assert conn.in_flight == 15_000 and not exchanges(events)
+    for corr in range(15_000):
+        events += conn.feed(C, heartbeat_resp(corr), 20_000 + corr)
+    assert [e.status for e in exchanges(events)] == [Status.OK] * 15_000
+    # A small bound: the oldest are given up, once with an anomaly, and the bytes are accounted on every path.
+    size = len(heartbeat_req(0))
+    conn = Connection(Options(max_in_flight_bytes=10 * (size + 1024)))
+    events = []
+    for corr in range(25):
+        events += conn.feed(B, heartbeat_req(corr), corr)
+    assert conn.in_flight == 10
+    limits = [e for e in events if isinstance(e, Anomaly) and e.kind == "in_flight_limit"]
+    assert len(limits) == 1 and "correlation id 0" in limits[0].detail
+    assert [e.correlation_id for e in exchanges(events)] == list(range(15))
+    for corr in range(15, 25):
+        events += conn.feed(C, heartbeat_resp(corr), 100 + corr)
+    assert conn.in_flight == 0 and conn._pending_bytes == 0
