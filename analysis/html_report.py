@@ -3,6 +3,10 @@
     from analysis import html_report
     html_report.write("report.html", results)     # results: the --json object, table -> list of row dicts
 
+or from a results file that ``kdissect analyze --json`` wrote, without Spark::
+
+    python -m analysis.html_report results.json report.html [--title TITLE]
+
 The page needs no network: its only script besides a few lines of glue is
 plotly.js, inlined once in the page head, and its styles use the system's
 fonts. Why plotly.js: the ``plotly`` wheel ships the minified library as
@@ -25,6 +29,7 @@ import html
 import importlib.resources
 import json
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -512,3 +517,38 @@ def write(path: str | os.PathLike[str], results: Results, *, title: str = DEFAUL
     text = render(results, title=title)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m analysis.html_report",
+                                 description="Render the HTML report from a results file of `kdissect analyze --json`.")
+    ap.add_argument("results", help="JSON object: table name -> list of rows")
+    ap.add_argument("report", help="HTML file to write")
+    ap.add_argument("--title", default=DEFAULT_TITLE)
+    args = ap.parse_args(argv)
+    try:
+        with open(args.results, encoding="utf-8") as f:
+            results = json.load(f)
+    except OSError as e:
+        print(f"error: cannot read {args.results}: {e.strerror}", file=sys.stderr)
+        return 2
+    except (ValueError, UnicodeDecodeError) as e:
+        print(f"error: {args.results} is not a JSON results file: {e}", file=sys.stderr)
+        return 2
+    if not isinstance(results, dict):
+        print(f"error: {args.results} holds a JSON {type(results).__name__}, not an object of tables",
+              file=sys.stderr)
+        return 2
+    try:
+        write(args.report, results, title=args.title)
+    except OSError as e:
+        print(f"error: cannot write {args.report}: {e.strerror}", file=sys.stderr)
+        return 2
+    print(f"report: {os.path.abspath(args.report)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -95,6 +95,28 @@ def test_write_makes_the_file(tmp_path: Path) -> None:
     assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>")
 
 
+def test_command_line_renders_a_results_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src, out = tmp_path / "results.json", tmp_path / "report.html"
+    src.write_text(json.dumps(results()))
+    assert html_report.main([str(src), str(out), "--title", "t"]) == 0
+    assert out.stat().st_size > 4_000_000 and f"report: {out}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot read"), ("{not json", "is not a JSON results file"), ("[1, 2]", "holds a JSON list"),
+    (b"\xff\xfe", "is not a JSON results file")])
+def test_command_line_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            content: str | bytes | None, message: str) -> None:
+    src = tmp_path / "results.json"
+    if isinstance(content, bytes):
+        src.write_bytes(content)
+    elif content is not None:
+        src.write_text(content)
+    assert html_report.main([str(src), str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
 # --------------------------------------------------------------------------
 # Real headless chromium
 
