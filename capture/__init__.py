@@ -17,8 +17,10 @@ kinds (``conn`` None for capture-level ones):
   counters), ``no_timestamps``, ``unsupported_linktype``;
 * packets: ``ip_fragment``, ``truncated_header``, ``malformed`` (capped per kind);
 * streams: ``gap`` (the dissector's, with ``extra["reason"]`` lost / truncated /
-  midstream and ``extra["tcp_offset"]`` added), ``tcp_conflict``, ``tcp_out_of_window``;
-* connections: ``tls`` (seen on a Kafka port, not decodable), ``dissector_error``.
+  midstream / reorder_limit and ``extra["tcp_offset"]`` added), ``tcp_conflict``,
+  ``tcp_out_of_window``, ``causal_order_limit`` (see :mod:`capture.causal`);
+* connections: ``tls`` (seen on a Kafka port, not decodable), ``dissector_error``;
+* state caps: ``flow_table_full`` (live connections ended early), ``topic_registry_full``.
 """
 
 from __future__ import annotations

@@ -50,6 +50,8 @@ _GAP_WHY: dict[str, Callable[[int | None], str]] = {
     "midstream": lambda n: "the capture began after this direction's first bytes",
     "lost": lambda n: f"{n} bytes missing from the capture",
     "truncated": lambda n: f"{n} bytes cut by the capture's snaplen",
+    "reorder_limit": lambda n: f"{n} bytes still missing when the out-of-order buffer reached its cap "
+                               "(max_pending_bytes / max_pending_segments); declared lost",
 }
 
 
@@ -155,6 +157,7 @@ class Pipeline:
         self.stats = CaptureStats()
         self._reported: dict[str, int] = {}
         self._linktypes_reported: set[int] = set()
+        self._topics_reported = False
         self._sweep_at = 0
         self._source: RecordSource | None = None
         # Called with the stats every 4096 packets, so a progress display moves
@@ -198,6 +201,8 @@ class Pipeline:
                         self.on_progress(stats)
                     if ts >= self._sweep_at:
                         yield from self._sweep(ts)
+                    if self.topics.dropped and not self._topics_reported:
+                        yield self._topics_full(ts)
                 if lt != last_lt:
                     last_lt = lt
                     found = parser_for(lt)
@@ -275,6 +280,8 @@ class Pipeline:
                 yield from self._source_problems(problems)
             if final:
                 yield from self.finish(ts)
+            if self.topics.dropped and not self._topics_reported:
+                yield self._topics_full(ts)
         finally:
             stats.packets, stats.tcp_segments = npk, nseg
             if self._source is not None:
@@ -294,6 +301,13 @@ class Pipeline:
             p = problems.pop(0)
             self.stats.capture_problems += 1
             yield CaptureEvent(None, p)
+
+    def _topics_full(self, ts: int) -> CaptureEvent:
+        self._topics_reported = True
+        return CaptureEvent(None, problem(
+            "topic_registry_full", ts,
+            f"more than {self.topics.max_entries} topic ids learnt: the least recently seen are forgotten, so "
+            "later requests naming them by id alone have no topic name (reported once)"))
 
     def _unsupported(self, lt: int, ts: int) -> CaptureEvent:
         self._linktypes_reported.add(lt)
@@ -710,12 +724,25 @@ class Pipeline:
                 self.table.remove(flow)
 
     def _evict_oldest(self, ts: int, out: list[CaptureEvent]) -> None:
-        # At the hard cap: end the least recently active tenth in one go (amortised sort).
-        flows = sorted(self.table.flows.values(), key=lambda f: f.last_ts)
+        # At the hard cap: drop a tenth in one go (amortised sort), ended and ignored flows
+        # first, then the least recently active; ending live ones early is reported.
+        flows = sorted(self.table.flows.values(),
+                       key=lambda f: (not (f.closed or f.state == IGNORED), f.last_ts))
+        live = 0
         for flow in flows[: max(1, len(flows) // 10)]:
-            out += self._end(flow, ts, "evicted")
+            if not (flow.closed or flow.state == IGNORED):
+                live += 1
+                out += self._end(flow, ts, "evicted")
+                self.stats.evicted += 1
             self.table.remove(flow)
-            self.stats.evicted += 1
+        if live:
+            n = self._reported.get("flow_table_full", 0) + 1
+            self._reported["flow_table_full"] = n
+            if n <= self.options.report_limit:
+                out.append(CaptureEvent(None, problem(
+                    "flow_table_full", ts,
+                    f"{len(flows)} connections tracked (max_flows): the {live} least recently active were ended "
+                    "early; their pending requests have no response", evicted=live)))
 
 
 def _dissector_factory(dissector_options: Options | None, topics: TopicRegistry) -> Callable[[bool], Connection]:

@@ -12,7 +12,8 @@ tagged with an int for cheapness:
 * ``(DATA, offset, payload, ts)``
 * ``(GAP, offset, nbytes, ts, reason)`` - bytes that will never be delivered;
   ``nbytes`` is None when unknown (a stream joined mid-way); reason is one of
-  ``midstream``, ``lost``, ``truncated`` (cut by the capture's snaplen)
+  ``midstream``, ``lost``, ``truncated`` (cut by the capture's snaplen), ``reorder_limit``
+  (still missing when the out-of-order buffer reached its cap)
 * ``(CONFLICT, offset, nbytes, ts)`` - a retransmitted copy that differs from the first
 * ``(OUT_OF_WINDOW, offset, nbytes, ts)`` - a segment implausibly far away, dropped
 """
@@ -129,8 +130,9 @@ class HalfStream:
         if self._offs:
             if self.peer_ack is not None and self.position(self.peer_ack) >= self._offs[0]:
                 self._skip_holes(self.position(self.peer_ack), ts, ops)
-            while self._offs and (len(self._offs) > self.max_segments or self.pending_bytes > self.max_bytes
-                                  or ts - self._pend[self._offs[0]][2] > self.max_hole_age):
+            while self._offs and (len(self._offs) > self.max_segments or self.pending_bytes > self.max_bytes):
+                self._skip_hole(ts, ops, "reorder_limit")    # the buffer's cap bit: its own reason
+            while self._offs and ts - self._pend[self._offs[0]][2] > self.max_hole_age:
                 self._skip_hole(ts, ops)
         return ops
 
@@ -193,11 +195,11 @@ class HalfStream:
     def _advance_to(self, off: int) -> None:
         self.next_seq = (self.next_seq + (off - self.offset)) & MASK  # type: ignore[operator]
 
-    def _skip_hole(self, ts: int, ops: list[Op]) -> None:
+    def _skip_hole(self, ts: int, ops: list[Op], reason: str = "lost") -> None:
         first = self._offs[0]
         if first > self.offset:
             self._advance_to(first)
-            self._gap(first - self.offset, ts, "lost", ops)
+            self._gap(first - self.offset, ts, reason, ops)
         self._flush(ops)
 
     def _skip_holes(self, upto: int, ts: int, ops: list[Op]) -> None:

@@ -19,12 +19,23 @@ _TEACHERS = {
 
 
 class TopicRegistry:
-    def __init__(self) -> None:
+    """Bounded: past ``max_entries`` the entry learnt or confirmed longest ago is forgotten
+    (``dropped`` counts them; the capture reports it), so a capture creating topics
+    without end cannot grow it without bound."""
+
+    def __init__(self, max_entries: int = 100_000) -> None:
         self._names: dict[str, str] = {}
+        self.max_entries = max_entries
+        self.dropped = 0
 
     def learn(self, topic_id: str | None, name: str | None) -> None:
         if topic_id and name and topic_id != ZERO_UUID:
-            self._names[topic_id] = name
+            names = self._names
+            names.pop(topic_id, None)          # re-learnt: now the most recent
+            names[topic_id] = name
+            if len(names) > self.max_entries:
+                del names[next(iter(names))]
+                self.dropped += 1
 
     def name(self, topic_id: str | None) -> str | None:
         return self._names.get(topic_id) if topic_id else None

@@ -200,6 +200,37 @@ def test_flow_table_cap_evicts_the_least_recent() -> None:
     assert ends.count("evicted") == p.stats.evicted and len(ends) == 30
 
 
+def test_flow_table_cap_drops_ended_connections_first_and_reports_live_evictions() -> None:
+    recs = []
+    for i in range(30):                       # 30 whole connections, closed, then 5 left open
+        c = pt.Conversation(client=("10.0.0.1", 40000 + i), mss=1000, ts=10**18 + i * 10**6).handshake()
+        recs += c.send(True, pt.api_versions_request(i)).close().records
+    p, _, events = run(recs, max_flows=10)
+    assert p.stats.evicted == 0 and not [e for e in events if getattr(e.event, "kind", "") == "flow_table_full"]
+    for i in range(30):
+        c = pt.Conversation(client=("10.0.0.2", 40000 + i), mss=1000, ts=10**18 + i * 10**6).handshake()
+        recs += c.send(True, pt.api_versions_request(i)).records
+    p, _, events = run(recs, max_flows=10)
+    full = [e.event for e in events if getattr(e.event, "kind", "") == "flow_table_full"]
+    assert p.stats.evicted >= 20 and full and e_conn_none(events, "flow_table_full")
+    assert sum(a.extra["evicted"] for a in full) == p.stats.evicted
+
+
+def test_a_full_topic_registry_is_reported_once() -> None:
+    from dissector.topics import TopicRegistry
+    topics = TopicRegistry(max_entries=2)
+    for i in range(5):
+        topics.learn(f"id{i}", f"t{i}")
+    p = Pipeline(CaptureOptions(), topics=topics)
+    events = list(p.run(conversation().records))
+    full = [e for e in events if getattr(e.event, "kind", "") == "topic_registry_full"]
+    assert len(full) == 1 and full[0].conn is None
+
+
+def e_conn_none(events, kind: str) -> bool:  # type: ignore[no-untyped-def]
+    return all(e.conn is None for e in events if getattr(e.event, "kind", "") == kind)
+
+
 def test_idle_closed_flows_are_swept() -> None:
     recs = []
     for i in range(5000):

@@ -147,7 +147,7 @@ def test_window_overflow_declares_the_hole_lost() -> None:
     for i in range(6):                        # segment at 11 never arrives
         ops += hs.add(21 + 10 * i, b"b" * 10, 0, 0)
     assert stream_of(ops) == b"a" * 10 + b"?" * 10 + b"b" * 60
-    assert next(o for o in ops if o[0] == GAP)[4] == "lost"
+    assert next(o for o in ops if o[0] == GAP)[4] == "reorder_limit"     # the cap bit, and says so
 
 
 def test_peer_ack_past_a_hole_declares_it_lost_at_once() -> None:

@@ -43,7 +43,7 @@ DISSECTOR_ANOMALIES = frozenset({
 CAPTURE_ANOMALIES = DISSECTOR_ANOMALIES | frozenset({
     "capture_truncated", "capture_corrupt", "caplen_exceeds_wirelen", "caplen_exceeds_snaplen", "capture_drops",
     "no_timestamps", "unsupported_linktype", "ip_fragment", "truncated_header", "tcp_conflict",
-    "tcp_out_of_window", "tls", "causal_order_limit",
+    "tcp_out_of_window", "tls", "causal_order_limit", "flow_table_full", "topic_registry_full",
 })
 # Body fields the dissector redacts (dissector/redact.py), per api key.
 SECRET_FIELDS = {36: {"auth_bytes"}, 38: {"hmac"}, 39: {"hmac"}, 40: {"hmac"}, 41: {"hmac"},
