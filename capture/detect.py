@@ -64,7 +64,8 @@ class KafkaProbe:
 
     @classmethod
     def from_dissector(cls) -> KafkaProbe:
-        from dissector.framing import Sniff, find_request_frame, sniff_request
+        from dissector.framing import Sniff
+        from dissector.protocols import find_request_frame, sniff_request   # 0.8+ requests, and 0.7 ones
 
         def whole(data: bytes, start: int) -> int | None:
             return find_request_frame(data, start, require_complete=True)

@@ -33,7 +33,7 @@ from capture.shard import Share, ShareFilter
 from capture.records import RawRecord, RecordSource, problem
 from capture.tls.keylog import KeyLog
 from capture.tlsflow import TlsConnection
-from dissector.connection import Connection, Options
+from dissector.protocols import connection_factory as connection_factory_for
 from dissector.events import Anomaly, Direction, Event
 from dissector.topics import TopicRegistry
 
@@ -59,6 +59,7 @@ _GAP_WHY: dict[str, Callable[[int | None], str]] = {
 class CaptureOptions:
     ports: frozenset[int] | None = None      # explicit Kafka ports; None: detect on every TCP port
     dissector: Any = None                    # dissector.connection.Options; None: its defaults
+    protocol: Any = None                     # dissector.protocols.ProtocolChoice; None: detect per connection
     detect_limit: int = 16 * 1024            # bytes buffered per direction while undecided
     max_pending_bytes: int = 4 << 20         # out-of-order bytes held per direction
     max_pending_segments: int = 2048
@@ -146,7 +147,7 @@ class Pipeline:
         self.topics = topics if topics is not None else TopicRegistry()
         self._foreign = ShareFilter(o.share).foreign if o.share is not None and o.share.count > 1 else None
         if connection_factory is None:
-            connection_factory = _dissector_factory(o.dissector, self.topics)
+            connection_factory = connection_factory_for(o.dissector, self.topics, o.protocol)
         if probe is None and o.ports is None:
             probe = KafkaProbe.from_dissector()
         self._new_connection = connection_factory
@@ -626,7 +627,10 @@ class Pipeline:
         else:
             conns["kafka"] = conns.get("kafka", 0) + 1
             flow.make_info("kafka", d.reason)
-            flow.conn = self._new_connection(not flow.syn_seen)
+            if self.options.protocol is not None and self.options.protocol.forced:
+                flow.conn = self._new_connection(not flow.syn_seen, flow.info.broker_port)  # type: ignore[union-attr]
+            else:
+                flow.conn = self._new_connection(not flow.syn_seen)
         for h, op in ops:
             if op[0] == GAP and op[4] == "undecided":
                 op = (GAP, op[1], op[2], op[3], "lost")
@@ -744,11 +748,3 @@ class Pipeline:
                     f"{len(flows)} connections tracked (max_flows): the {live} least recently active were ended "
                     "early; their pending requests have no response", evicted=live)))
 
-
-def _dissector_factory(dissector_options: Options | None, topics: TopicRegistry) -> Callable[[bool], Connection]:
-    """``factory(mid_stream)`` -> a dissector Connection sharing the capture's topic registry."""
-    options = dissector_options if dissector_options is not None else Options()
-
-    def factory(mid_stream: bool) -> Connection:
-        return Connection(options, topics=topics, mid_stream=mid_stream)
-    return factory

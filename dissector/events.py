@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
+
+KAFKA_PROTOCOL = "0.8+"   # the size-prefixed, correlated protocol of Kafka 0.8 and later
 
 
 class Direction(enum.IntEnum):
@@ -42,6 +44,7 @@ class Request:
     stream_offset: int = 0      # offset of the frame in its direction's byte stream
     raw: bytes | None = None    # the body bytes, kept only when they could not be decoded
     header_tags: dict[int, bytes] | None = None
+    protocol: ClassVar[str] = KAFKA_PROTOCOL   # the protocol generation (``0.7`` for dissector.v07)
 
     @property
     def api_name(self) -> str:
@@ -69,6 +72,7 @@ class Response:
     stream_offset: int = 0
     raw: bytes | None = None
     header_tags: dict[int, bytes] | None = None
+    protocol: ClassVar[str] = KAFKA_PROTOCOL
 
 
 class Status(str, enum.Enum):

@@ -1,0 +1,419 @@
+"""One Kafka 0.7 TCP connection as a sans-IO state machine (same interface as dissector.connection).
+
+Every rule about a 0.7 connection's state lives in this file:
+
+* Framing is as in later Kafka: each direction is a stream of int32-size-prefixed
+  frames; a side is synced when its next byte starts a frame. An unsynced side
+  (the capture began mid-stream, or bytes were lost across a frame boundary)
+  searches for a frame it can prove: a request that parses completely and
+  strictly as 0.7 (exact sizes, a topic name, whole messages), or a response
+  whose shape fits a waiting request and that ends where the bytes end or
+  where another plausible response begins. A gap inside a frame of known size
+  does not lose sync: that frame is reported truncated and its rest skipped.
+* There are no correlation ids: responses pair with requests by order. FETCH,
+  MULTIFETCH and OFFSETS wait in ``_pending`` (send order); PRODUCE and
+  MULTIPRODUCE never get a response.
+* Requests the capture does not show (it began mid-connection, or request bytes
+  were lost) sit in ``_pending`` as a barrier. Responses that arrive before the
+  next known request was sent answer those unknown requests and are orphans;
+  the first response after it was sent that parses as its answer restarts the
+  pairing there. This relies on 0.7 clients waiting for each answer before
+  sending the next request that wants one (brod, samsa and Kafka's own
+  SimpleConsumer all do); a response that does not fit stays an orphan.
+* After lost response bytes, a response pairs only with the one request that
+  could still be waiting for it (sent before it arrived); when several could,
+  it is an orphan and the oldest of them is closed as ``no_response`` (its
+  answer was lost or is this one). A response is never paired by guesswork.
+
+Nothing here raises on bad bytes: failures become ``Anomaly`` events or a
+``DecodeFailure`` on the message that kept everything decoded before it.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from dissector.connection import Options
+from dissector.events import Anomaly, DecodeFailure, Direction, Event, Exchange, Status
+from dissector.topics import TopicRegistry
+from dissector.v07.events import V07Request, V07Response
+from dissector.v07.wire import (
+    API_KEYS,
+    API_NAMES,
+    PARSE_ERRORS,
+    find_request,
+    find_response,
+    parse_request_partial,
+    parse_response,
+    parse_response_partial,
+    response_shapes,
+    targets,
+)
+
+_I32 = struct.Struct(">i").unpack_from
+TO_BROKER = Direction.TO_BROKER
+TO_CLIENT = Direction.TO_CLIENT
+_RESYNC_KEEP = 1 << 20     # the largest candidate frame an unsynced side waits for
+_TAIL = 16                 # bytes kept after a fruitless search: a header may straddle segments
+
+
+class _Barrier:
+    """Requests the capture does not show, sent before ``ts``; how many, and of what type, is unknown."""
+
+    __slots__ = ("ts",)
+
+    def __init__(self, ts: int) -> None:
+        self.ts = ts
+
+
+class _Side:
+    """The bytes of one direction not yet cut into frames."""
+
+    __slots__ = ("buf", "start", "marks", "synced", "skip")
+
+    def __init__(self, synced: bool) -> None:
+        self.buf = bytearray()
+        self.start = 0                          # stream offset of buf[0]
+        self.marks: deque[tuple[int, int]] = deque()   # (stream offset, capture ts) where each chunk began
+        self.synced = synced
+        self.skip = 0                           # bytes still to drop: the rest of a frame cut by a gap
+
+    def append(self, data: bytes, ts: int) -> None:
+        self.marks.append((self.start + len(self.buf), ts))
+        self.buf += data
+
+    def ts_at(self, off: int) -> int:
+        ts = self.marks[0][1] if self.marks else 0
+        for o, t in self.marks:
+            if o > off:
+                break
+            ts = t
+        return ts
+
+    def consume(self, n: int) -> None:
+        del self.buf[:n]
+        self.start += n
+        marks = self.marks
+        while len(marks) > 1 and marks[1][0] <= self.start:
+            marks.popleft()
+
+    def clear(self) -> None:
+        self.consume(len(self.buf))
+        self.marks.clear()
+
+
+class V07Connection:
+    """Feed bytes of both directions in capture order; get events back."""
+
+    protocol = "0.7"
+
+    def __init__(self, options: Options | None = None, *, topics: TopicRegistry | None = None,
+                 mid_stream: bool = False) -> None:
+        self.options = options or Options()
+        self.topics = topics if topics is not None else TopicRegistry()
+        self._sides = (_Side(not mid_stream), _Side(not mid_stream))
+        self._pending: deque[V07Request | _Barrier] = deque()
+        if mid_stream:
+            self._pending.append(_Barrier(0))
+        self._lost_responses = False
+        self._ordinal = 0
+        self._orphans = 0
+
+    # -- public API -------------------------------------------------------------
+
+    def feed(self, direction: Direction, data: bytes, ts: int) -> list[Event]:
+        out: list[Event] = []
+        side = self._sides[direction]
+        if side.skip:
+            n = min(side.skip, len(data))
+            side.skip -= n
+            side.start += n
+            data = data[n:]
+        if not data:
+            return out
+        side.append(data, ts)
+        self._drain(direction, side, ts, out)
+        return out
+
+    def gap(self, direction: Direction, ts: int, nbytes: int | None) -> list[Event]:
+        out: list[Event] = []
+        side = self._sides[direction]
+        lost = "an unknown number of" if nbytes is None else str(nbytes)
+        out.append(Anomaly("gap", direction, ts, f"{lost} bytes missing from the capture",
+                           side.start + len(side.buf), {"bytes": nbytes}))
+        if side.skip and nbytes is not None:
+            if nbytes <= side.skip:
+                side.skip -= nbytes
+                side.start += nbytes
+                return out
+            nbytes -= side.skip
+            side.start += side.skip
+            side.skip = 0
+        elif side.skip:
+            side.skip = 0
+        if side.synced and side.buf:
+            have = len(side.buf)
+            need = 4 + _I32(side.buf, 0)[0] if have >= 4 else 0
+            inside = need > 0 and nbytes is not None and have + nbytes < need
+            partial = bytes(side.buf)
+            first_ts = side.ts_at(side.start)
+            offset = side.start
+            side.clear()
+            self._truncated(direction, partial, need, first_ts, ts, offset, out, lost_after=not inside)
+            if inside:
+                side.skip = need - have - nbytes  # type: ignore[operator]
+                side.start += nbytes  # type: ignore[operator]
+                return out
+        elif side.buf:
+            side.clear()
+        if nbytes != 0:
+            if side.synced:
+                self._lost(direction, ts)
+            side.synced = False
+        side.start += nbytes or 0
+        return out
+
+    def close(self, ts: int) -> list[Event]:
+        out: list[Event] = []
+        for direction in (TO_BROKER, TO_CLIENT):
+            side = self._sides[direction]
+            if side.synced and side.buf:
+                have = len(side.buf)
+                need = 4 + _I32(side.buf, 0)[0] if have >= 4 else 0
+                partial = bytes(side.buf)
+                out.append(Anomaly("truncated", direction, ts,
+                                   f"stream ended {have} bytes into a frame of {need or 'unknown size'}", side.start))
+                first_ts = side.ts_at(side.start)
+                offset = side.start
+                side.clear()
+                self._truncated(direction, partial, need, first_ts, ts, offset, out, lost_after=False)
+            elif side.buf:
+                out.append(Anomaly("unsynced_tail", direction, ts,
+                                   f"{len(side.buf)} bytes at the end never matched a frame", side.start))
+                side.clear()
+        for item in self._pending:
+            if isinstance(item, V07Request):
+                out.append(Exchange(item, None, Status.NO_RESPONSE))
+        self._pending.clear()
+        return out
+
+    @property
+    def in_flight(self) -> int:
+        return sum(1 for item in self._pending if isinstance(item, V07Request))
+
+    # -- framing ----------------------------------------------------------------
+
+    def _drain(self, direction: Direction, side: _Side, ts: int, out: list[Event]) -> None:
+        max_frame = self.options.max_frame_size
+        handle = self._request if direction == TO_BROKER else self._response
+        while True:
+            if not side.synced and not self._resync(direction, side, ts, out):
+                return
+            buf = side.buf
+            if len(buf) < 4:
+                return
+            size = _I32(buf, 0)[0]
+            if size < 2 or size > max_frame:
+                out.append(Anomaly("bad_frame_size", direction, ts,
+                                   f"frame size {size} outside 2..{max_frame}; resyncing", side.start))
+                side.synced = False
+                side.consume(1)
+                self._lost(direction, ts)
+                continue
+            if len(buf) < 4 + size:
+                return
+            frame = bytes(buf[4:4 + size])
+            first_ts = side.ts_at(side.start)
+            offset = side.start
+            side.consume(4 + size)
+            handle(frame, first_ts, ts, offset, out)
+
+    def _resync(self, direction: Direction, side: _Side, ts: int, out: list[Event]) -> bool:
+        """Find a frame this side can prove; True once synced on it."""
+        buf = bytes(side.buf)
+        max_frame = self.options.max_frame_size
+        if direction == TO_BROKER:
+            at, need = find_request(buf, 0, max_frame, require_complete=True)
+            if at is None:
+                at, need = find_request(buf, 0, max_frame, require_complete=False)
+                if at is not None and need > _RESYNC_KEEP:
+                    at = None
+        else:
+            at, need = find_response(buf, 0, max_frame, self._response_kinds())
+        if at is None:
+            drop = max(0, len(buf) - _TAIL)
+            side.consume(drop)
+            return False
+        if need:
+            side.consume(at)             # nothing before a candidate can start a provable frame
+            return False
+        out.append(Anomaly("resync", direction, ts,
+                           f"skipped {at} bytes to the next provable 0.7 frame" if at else "found a 0.7 frame boundary",
+                           side.start, {"skipped": at}))
+        side.consume(at)
+        side.synced = True
+        return True
+
+    def _response_kinds(self) -> frozenset[int] | None:
+        """Request types a resynced response may answer: those waiting, unless unknown ones may be."""
+        kinds = set()
+        for item in self._pending:
+            if isinstance(item, _Barrier):
+                return None
+            kinds.add(item.request_type)
+        return frozenset(kinds) if kinds else None
+
+    def _lost(self, direction: Direction, ts: int) -> None:
+        """Frames of ``direction`` may have been lost: pairing must stop guessing."""
+        if direction == TO_BROKER:
+            self._pending.append(_Barrier(ts))
+        else:
+            self._lost_responses = True
+
+    # -- requests ---------------------------------------------------------------
+
+    def _request(self, frame: bytes, first_ts: int, last_ts: int, offset: int, out: list[Event],
+                 truncated_size: int = 0) -> None:
+        body, exc, reached = parse_request_partial(frame)
+        kind = body.get("request_type")
+        if kind is None:
+            out.append(Anomaly("malformed", TO_BROKER, first_ts,
+                               f"0.7 request type does not parse: {exc}", offset))
+            # Whether it wanted an answer is unknown.
+            self._pending.append(_Barrier(last_ts))
+            return
+        self._ordinal += 1
+        size = truncated_size or len(frame) + 4
+        failure = None
+        if exc is not None:
+            error = "Truncated" if truncated_size else type(exc).__name__
+            detail = f"frame cut after {len(frame) + 4} of {truncated_size} bytes" if truncated_size else str(exc)
+            failure = DecodeFailure(error, detail, reached)
+        elif reached != len(frame) and not truncated_size:
+            out.append(Anomaly("trailing_bytes", TO_BROKER, first_ts,
+                               f"{len(frame) - reached} bytes after the 0.7 {API_NAMES[kind]} request body", offset))
+        req = V07Request(API_KEYS[kind], None, self._ordinal, None, size, first_ts, last_ts, None,  # type: ignore[arg-type]
+                         body, failure, offset, None, None, kind)
+        out.append(req)
+        if failure is not None and not truncated_size:
+            out.append(Anomaly("malformed", TO_BROKER, first_ts,
+                               f"0.7 {req.api_name} request: {failure.error} at byte {failure.offset}: {failure.detail}",
+                               offset))
+        if not req.expects_response:
+            out.append(Exchange(req, None, Status.NO_RESPONSE_EXPECTED))
+            return
+        self._pending.append(req)
+        if self.in_flight > self.options.max_in_flight:
+            for i, item in enumerate(self._pending):
+                if isinstance(item, V07Request):
+                    del self._pending[i]
+                    out.append(Exchange(item, None, Status.NO_RESPONSE))
+                    break
+
+    # -- responses --------------------------------------------------------------
+
+    def _response(self, frame: bytes, first_ts: int, last_ts: int, offset: int, out: list[Event],
+                  truncated_size: int = 0) -> None:
+        req = self._match(frame, first_ts, out, truncated_size)
+        size = truncated_size or len(frame) + 4
+        if req is None:
+            self._orphan(frame, size, first_ts, last_ts, offset, out)
+            return
+        kind = req.request_type
+        body, exc, reached = parse_response_partial(frame, kind, req.body)
+        failure = None
+        status = Status.MALFORMED if req.failure is not None and req.failure.error != "Truncated" else Status.OK
+        if truncated_size:
+            failure = DecodeFailure("Truncated", f"frame cut after {len(frame) + 4} of {truncated_size} bytes", reached)
+        elif exc is not None:
+            failure = DecodeFailure(type(exc).__name__, str(exc), reached)
+            status = Status.MALFORMED
+            out.append(Anomaly("malformed", TO_CLIENT, first_ts,
+                               f"0.7 {req.api_name} response: {failure.error} at byte {reached}: {exc}", offset))
+        elif reached != len(frame):
+            out.append(Anomaly("trailing_bytes", TO_CLIENT, first_ts,
+                               f"{len(frame) - reached} bytes after the 0.7 {req.api_name} response body", offset))
+        resp = V07Response(req.correlation_id, size, first_ts, last_ts, req.api_key, None, None, body, failure,
+                           stream_offset=offset, request_type=kind, targets=targets(req.body))
+        out.append(resp)
+        out.append(Exchange(req, resp, status))
+
+    def _match(self, frame: bytes, ts: int, out: list[Event], truncated: int) -> V07Request | None:
+        """The request this response answers, if that can be proven (see the module doc)."""
+        pending = self._pending
+        if pending and isinstance(pending[0], _Barrier):
+            # Unknown requests come first; the next known one, if sent before this response
+            # and fitting its shape, is where pairing restarts.
+            i = 0
+            while i < len(pending) and isinstance(pending[i], _Barrier):
+                i += 1
+            if i == len(pending):
+                return None
+            req = pending[i]
+            assert isinstance(req, V07Request)
+            if req.last_ts > ts or not (truncated or _fits(frame, req)):
+                return None
+            for _ in range(i + 1):
+                pending.popleft()
+            self._lost_responses = False
+            return req
+        if not pending:
+            return None
+        head = pending[0]
+        assert isinstance(head, V07Request)
+        if head.last_ts > ts:
+            return None                   # sent after this response arrived: it answers something unseen
+        if not self._lost_responses:
+            pending.popleft()
+            return head
+        waiting = 0
+        for item in pending:
+            if (item.ts if isinstance(item, _Barrier) else item.last_ts) > ts:
+                break
+            waiting += 1
+        if waiting == 1:
+            self._lost_responses = False
+            pending.popleft()
+            return head
+        pending.popleft()
+        out.append(Exchange(head, None, Status.NO_RESPONSE))
+        return None
+
+    def _orphan(self, frame: bytes, size: int, first_ts: int, last_ts: int, offset: int, out: list[Event]) -> None:
+        self._orphans += 1
+        corr = -self._orphans
+        shapes = response_shapes(frame) if self.options.infer_orphans else []
+        if len(shapes) == 1:
+            kind = shapes[0]
+            body, _, _ = parse_response_partial(frame, kind, None)
+            resp = V07Response(corr, size, first_ts, last_ts, API_KEYS[kind], None, None, body, None, inferred=True,
+                               stream_offset=offset, request_type=kind)
+        else:
+            resp = V07Response(corr, size, first_ts, last_ts, None, None, None, None, None, stream_offset=offset,
+                               raw=frame)
+        out.append(resp)
+        out.append(Exchange(None, resp, Status.ORPHAN_RESPONSE))
+
+    # -- damage -----------------------------------------------------------------
+
+    def _truncated(self, direction: Direction, partial: bytes, need: int, first_ts: int, ts: int, offset: int,
+                   out: list[Event], lost_after: bool) -> None:
+        """Report what can be read of a frame whose end was lost."""
+        if len(partial) >= 6 and need:
+            if direction == TO_BROKER:
+                self._request(partial[4:], first_ts, ts, offset, out, truncated_size=need)
+            else:
+                self._response(partial[4:], first_ts, ts, offset, out, truncated_size=need)
+        elif direction == TO_BROKER and not lost_after:
+            self._pending.append(_Barrier(ts))   # a request whose type was never seen
+        elif direction == TO_CLIENT and not lost_after:
+            self._lost_responses = True
+
+
+def _fits(frame: bytes, req: V07Request) -> bool:
+    """The frame parses completely as the answer to ``req``."""
+    try:
+        _, end = parse_response(frame, req.request_type, req.body)
+    except PARSE_ERRORS:
+        return False
+    return end == len(frame)
