@@ -38,6 +38,7 @@ EXCHANGES = _schema(
     ("api_key", IntegerType()),
     ("api_name", StringType()),
     ("api_version", IntegerType()),
+    ("protocol", StringType()),
     ("correlation_id", IntegerType()),
     ("client_id", StringType()),
     ("request_ts", TimestampType()),

@@ -108,6 +108,10 @@ def _at_least(kind: type, minimum: float) -> object:
 def _common(p: argparse.ArgumentParser, records: bool) -> None:
     p.add_argument("--ports", metavar="LIST",
                    help="Kafka ports, e.g. 9092,9093 or 9092-9094 (default: detect Kafka on any port)")
+    p.add_argument("--protocol", action="append", metavar="PROTO[=PORTS]",
+                   help="decode as Kafka 0.7 or 0.8+ instead of detecting it per connection, for every "
+                        "connection or only those to PORTS (like Wireshark's Decode As), e.g. 0.7 or "
+                        "0.7=9092,9093; repeatable")
     p.add_argument("--keep-secrets", action="store_true",
                    help="keep SASL tokens and credentials in the output (redacted by default)")
     _tls_keylog(p)
@@ -193,12 +197,13 @@ def _version() -> str:
 def _decode(args: argparse.Namespace) -> int:
     from kdissect.decode import decode_files
     from kdissect.progress import ProgressLine
-    from kdissect.source import DecodeOptions, ports_option
+    from kdissect.source import DecodeOptions, ports_option, protocol_option
     from kdissect.summary import format_summary
 
     options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
                             records=args.records or args.record_bytes, record_bytes=args.record_bytes,
-                            max_decompressed=args.max_decompressed << 20, tls_keylog=tuple(args.tls_keylog))
+                            max_decompressed=args.max_decompressed << 20, tls_keylog=tuple(args.tls_keylog),
+                            protocol=protocol_option(args.protocol))
     bar = ProgressLine(sys.stderr)
     bar.enabled = bar.enabled and not args.quiet
     try:
@@ -215,7 +220,7 @@ def _decode(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     from kdissect.filters import MessageFilter, parse_apis
     from kdissect.show import ShowOptions, show
-    from kdissect.source import DecodeOptions, ports_option
+    from kdissect.source import DecodeOptions, ports_option, protocol_option
 
     filt = MessageFilter(
         apis=parse_apis(args.api),
@@ -229,17 +234,19 @@ def _show(args: argparse.Namespace) -> int:
         raise KdissectError(f"{args.input}: {what}")
     show(args.input, sys.stdout, ShowOptions(filt, args.verbose, args.absolute_time, args.count),
          DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
-                       tls_keylog=tuple(args.tls_keylog)))
+                       tls_keylog=tuple(args.tls_keylog),
+                       protocol=protocol_option(args.protocol)))
     return 0
 
 
 def _live(args: argparse.Namespace) -> int:
     from kdissect.live import LiveOptions, run_live
-    from kdissect.source import DecodeOptions, ports_option
+    from kdissect.source import DecodeOptions, ports_option, protocol_option
 
     options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
                             records=args.records or args.record_bytes, record_bytes=args.record_bytes,
-                            max_decompressed=args.max_decompressed << 20, tls_keylog=tuple(args.tls_keylog))
+                            max_decompressed=args.max_decompressed << 20, tls_keylog=tuple(args.tls_keylog),
+                            protocol=protocol_option(args.protocol))
     return run_live(LiveOptions(args.interface, args.output, args.rotate, args.duration, args.count,
                                 args.keep_pcap, args.spool_max << 20), options, sys.stderr)
 

@@ -8,6 +8,7 @@ from difflib import get_close_matches
 
 from dissector.events import Request, Response
 from dissector.schema import api_keys, api_name
+from dissector.v07.views import partition_rows as v07_partition_rows
 from dissector.views import topic_names
 
 from kdissect.errors import KdissectError
@@ -36,6 +37,8 @@ def parse_apis(specs: Iterable[str]) -> frozenset[int] | None:
 
 def topics_of(msg: Request | Response, kind: str) -> set[str]:
     """Topic names (or ids, when the name is unknown) a message's body mentions."""
+    if msg.protocol == "0.7":
+        return {p.topic for p in v07_partition_rows(msg) if p.topic}  # type: ignore[arg-type]
     if msg.api_key is None or msg.api_version is None:
         return set()
     return topic_names(msg.api_key, kind, msg.api_version, msg.body)

@@ -12,8 +12,10 @@ from typing import Any, Protocol
 
 from dissector.events import Anomaly, Direction, Exchange, Request, Response
 from dissector.records import DEFAULT_MAX_DECOMPRESSED, RecordBatch, decode_records
-from dissector.schema import api_name, error_name
 from dissector.topics import TopicRegistry
+from dissector.v07.events import V07Request, V07Response, api_name_of, error_name_of
+from dissector.v07.messages import MessageSetSummary, decode_message_set
+from dissector.v07.views import partition_rows as v07_partition_rows
 from dissector.views import PartitionRow, partition_rows
 
 from kdissect.bodies import body_error, body_json, throttle_ms
@@ -58,6 +60,9 @@ def exchange_row(capture: str, conn: ConnectionLike, ex: Exchange) -> Row:
     resp_body = resp.body if resp is not None else None
     resp_json = body_json(resp_body)
     code, name = body_error(resp_body, resp_json)
+    first = req if req is not None else resp
+    if code is not None and first.protocol != "0.8+":  # type: ignore[union-attr]
+        name = error_name_of(first, code)  # type: ignore[arg-type]
     latency = ex.latency_ns
     tls = getattr(conn, "tls", None)
     return {
@@ -71,8 +76,9 @@ def exchange_row(capture: str, conn: ConnectionLike, ex: Exchange) -> Row:
         "tls_cipher": tls.cipher if tls is not None else None,
         "tls_sni": tls.sni if tls is not None else None,
         "api_key": api_key,
-        "api_name": None if api_key is None else api_name(api_key),
+        "api_name": None if api_key is None else api_name_of(first),  # type: ignore[arg-type]
         "api_version": ex.api_version,
+        "protocol": first.protocol,  # type: ignore[union-attr]
         "correlation_id": ex.correlation_id,
         "client_id": req.client_id if req is not None else None,
         "request_ts": us(req.first_ts) if req is not None else None,
@@ -100,6 +106,8 @@ def _messages(ex: Exchange) -> Iterator[tuple[str, Request | Response]]:
 
 def message_partitions(msg: Request | Response, kind: str,
                        topics: TopicRegistry | None) -> Iterator[PartitionRow]:
+    if isinstance(msg, (V07Request, V07Response)):
+        return v07_partition_rows(msg)
     if msg.api_key is None or msg.api_version is None:
         return iter(())
     return partition_rows(msg.api_key, kind, msg.api_version, msg.body, topics)
@@ -118,7 +126,7 @@ def partition_table_rows(capture: str, conn: ConnectionLike, ex: Exchange,
                 "connection": conn.id,
                 "correlation_id": msg.correlation_id,
                 "api_key": api_key,
-                "api_name": api_name(api_key),
+                "api_name": api_name_of(msg),
                 "api_version": msg.api_version,
                 "direction": kind,
                 "ts": us(msg.first_ts),
@@ -126,7 +134,7 @@ def partition_table_rows(capture: str, conn: ConnectionLike, ex: Exchange,
                 "topic_id": p.topic_id,
                 "partition": p.partition,
                 "error_code": p.error_code,
-                "error_name": None if p.error_code is None else error_name(p.error_code),
+                "error_name": None if p.error_code is None else error_name_of(msg, p.error_code),
                 "record_count": p.record_count,
                 "batch_count": p.batch_count,
                 "bytes": p.bytes,
@@ -146,6 +154,8 @@ def record_rows(base: Row, p: PartitionRow, options: RowOptions) -> tuple[list[R
     data = getattr(p.records, "data", None)
     if not data:
         return [], []
+    if isinstance(p.records, MessageSetSummary):
+        return _v07_record_rows(base, p.records, options)
     rs = decode_records(data, max_decompressed=options.max_decompressed, strict=False)
     problems = [rs.error] if rs.error else []
     keep = options.record_bytes
@@ -184,6 +194,38 @@ def record_rows(base: Row, p: PartitionRow, options: RowOptions) -> tuple[list[R
     return out, problems
 
 
+def _v07_record_rows(base: Row, s: MessageSetSummary, options: RowOptions) -> tuple[list[Row], list[str]]:
+    """0.7 messages: offsets are byte positions from the fetch offset; no keys, timestamps or headers."""
+    ms = decode_message_set(s.data or b"", s.base_offset, max_decompressed=options.max_decompressed)
+    problems = [ms.error] if ms.error else []
+    keep = options.record_bytes
+    out: list[Row] = []
+    for top in ms.messages:
+        stack = [top]
+        while stack:                      # wrappers' errors anywhere in the nesting
+            m = stack.pop()
+            if m.error:
+                problems.append(f"message at byte {m.position}: {m.error}")
+            stack.extend(m.inner or ())
+        for m in top.leaves():
+            out.append({
+                **base,
+                "offset": m.offset,
+                "timestamp": None,
+                "magic": m.magic,
+                "key_size": None,
+                "value_size": len(m.payload),
+                "key": None,
+                "value": m.payload if keep else None,
+                "header_count": 0,
+                "producer_id": None,
+                "producer_epoch": None,
+                "transactional": False,
+                "control": False,
+            })
+    return out, problems
+
+
 def records_base(row: Row) -> Row:
     """The columns a records row shares with its partitions row."""
     return {k: row[k] for k in ("capture", "connection", "correlation_id", "api_key", "direction", "ts",
@@ -202,7 +244,8 @@ def anomaly_row(capture: str, conn: ConnectionLike | None, a: Anomaly) -> Row:
 
 
 def _where(row: Row) -> str:
-    return (f"{row['api_name']} v{row['api_version']} {row['direction']} corr {row['correlation_id']} "
+    version = "0.7" if row['api_version'] is None else f"v{row['api_version']}"
+    return (f"{row['api_name']} {version} {row['direction']} corr {row['correlation_id']} "
             f"{row['topic'] or row['topic_id']}[{row['partition']}]")
 
 

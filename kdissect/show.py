@@ -10,7 +10,7 @@ from typing import TextIO
 
 from capture import ConnectionInfo
 from dissector.events import Anomaly, Exchange, Request, Response, Status
-from dissector.schema import api_name
+from dissector.v07.events import api_name_of, error_name_of
 
 from kdissect.bodies import body_error
 from kdissect.filters import MessageFilter, topics_of
@@ -75,9 +75,10 @@ class Printer:
         ts = self._time(req.first_ts)
         if not self.options.filter.request_matches(req):
             return
-        api = api_name(req.api_key)
+        api = api_name_of(req) or "Unknown"
+        version = "0.7" if req.protocol == "0.7" else f"v{req.api_version}"
         line = (f"{self.number:6d} {ts}  {conn.client_ip}:{conn.client_port} -> {conn.broker_ip}:{conn.broker_port}  "
-                f"{api} v{req.api_version} request  corr={req.correlation_id}  client={req.client_id or '-'}")
+                f"{api} {version} request  corr={req.correlation_id}  client={req.client_id or '-'}")
         extra = _partition_summary(req, "request")
         if req.failure is not None:
             extra = f"[malformed: {req.failure.error}] " + extra
@@ -91,12 +92,14 @@ class Printer:
         self.number += 1
         ts = self._time(resp.first_ts)
         code, name = body_error(resp.body)
+        if code is not None and resp.protocol == "0.7":
+            name = error_name_of(resp, code)
         latency = ex.latency_ns / 1e6 if ex.latency_ns is not None else None
         malformed = ex.status is Status.MALFORMED or resp.failure is not None
         if not self.options.filter.response_matches(resp, ex.request, code, malformed, latency):
             return
-        api = api_name(resp.api_key) if resp.api_key is not None else "Unknown"
-        version = f" v{resp.api_version}" if resp.api_version is not None else ""
+        api = api_name_of(resp) or "Unknown"
+        version = " 0.7" if resp.protocol == "0.7" else f" v{resp.api_version}" if resp.api_version is not None else ""
         line = (f"{self.number:6d} {ts}  {conn.client_ip}:{conn.client_port} <- {conn.broker_ip}:{conn.broker_port}  "
                 f"{api}{version} response corr={resp.correlation_id}  {name or '-'}")
         if latency is not None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from capture import CaptureError, CaptureOptions, CaptureRun, parse_ports, read_capture
 from capture.tls.keylog import check_readable
 from dissector.connection import Options
+from dissector.protocols import ProtocolChoice, parse_protocol
 from dissector.records import DEFAULT_MAX_DECOMPRESSED
 
 from kdissect.errors import KdissectError
@@ -23,10 +24,11 @@ class DecodeOptions:
     record_bytes: bool = False            # ... with key and value bytes
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED  # cap per records field, against decompression bombs
     tls_keylog: tuple[str, ...] = ()      # NSS key log files for TLS connections
+    protocol: ProtocolChoice | None = None  # force Kafka 0.7 / 0.8+ (all, or per broker port); None: detect
 
     def capture_options(self, live: bool = False) -> CaptureOptions:
         return CaptureOptions(ports=self.ports, dissector=Options(keep_secrets=self.keep_secrets),
-                              tls_keylog=self.tls_keylog, tls_keylog_live=live)
+                              tls_keylog=self.tls_keylog, tls_keylog_live=live, protocol=self.protocol)
 
 
 def ports_option(spec: str | None) -> frozenset[int] | None:
@@ -53,6 +55,16 @@ def check_keylogs(paths: tuple[str, ...]) -> None:
             check_readable(path)
         except CaptureError as exc:
             raise KdissectError(str(exc)) from None
+
+
+def protocol_option(specs: list[str] | None) -> ProtocolChoice | None:
+    """``--protocol`` values (``0.7``, ``0.7=9092,9093``) -> the choice; a bad spec is a user error."""
+    if not specs:
+        return None
+    try:
+        return parse_protocol(specs)
+    except ValueError as exc:
+        raise KdissectError(f"--protocol: {exc}") from None
 
 
 def open_capture_run(path: str | os.PathLike[str], options: DecodeOptions) -> CaptureRun:

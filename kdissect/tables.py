@@ -32,6 +32,7 @@ EXCHANGES = pa.schema(_CONNECTION + [
     _f("api_key", pa.int16()),
     _f("api_name", pa.string()),
     _f("api_version", pa.int16()),
+    _f("protocol", pa.string(), False),
     _f("correlation_id", pa.int32(), False),
     _f("client_id", pa.string()),
     _f("request_ts", TS),

@@ -8,6 +8,7 @@ from typing import Any
 from dissector.codecs import render_bytes
 from dissector.events import Request, Response
 from dissector.records import RecordBatch, decode_records
+from dissector.v07.messages import Message07, MessageSetSummary, decode_message_set
 
 _INDENT = "    "
 _MAX_TEXT = 120   # longest rendering of one bytes/string value before it is cut
@@ -62,6 +63,9 @@ def _records_detail(s: Any, depth: int, out: list[str]) -> None:
     if not data:
         return
     pad = _INDENT * depth
+    if isinstance(s, MessageSetSummary):
+        _v07_detail(s, depth, out)
+        return
     rs = decode_records(data, strict=False)
     for b in rs.batches:
         if isinstance(b, RecordBatch):
@@ -79,6 +83,29 @@ def _records_detail(s: Any, depth: int, out: list[str]) -> None:
                 out.append(f"{pad}{_INDENT * 2}header {hk!r}: {_text(hv)}")
     if rs.error:
         out.append(f"{pad}error: {rs.error}")
+
+
+def _v07_detail(s: MessageSetSummary, depth: int, out: list[str]) -> None:
+    ms = decode_message_set(s.data or b"", s.base_offset)
+
+    def walk(m: Message07, d: int) -> None:
+        pad = _INDENT * d
+        where = f"offset {m.offset}" if m.offset is not None else f"byte {m.position}"
+        crc = "CRC ok" if m.crc_valid else f"CRC mismatch ({m.checksum:#010x})"
+        if m.is_wrapper:
+            out.append(f"{pad}{where}  magic {m.magic}, {m.codec} wrapper of {len(m.inner or ())} messages, {crc}"
+                       + (f", error: {m.error}" if m.error else ""))
+            for inner in m.inner or ():
+                walk(inner, d + 1)
+        else:
+            out.append(f"{pad}{where}  magic {m.magic}, {crc}  payload {_text(m.payload)}"
+                       + (f", error: {m.error}" if m.error else ""))
+    for m in ms.messages:
+        walk(m, depth)
+    if ms.partial_tail:
+        out.append(f"{_INDENT * depth}partial message at the end ({ms.tail_bytes} bytes)")
+    if ms.error:
+        out.append(f"{_INDENT * depth}error: {ms.error}")
 
 
 def _node(name: str, value: Any, depth: int, out: list[str]) -> None:
@@ -101,14 +128,19 @@ def _node(name: str, value: Any, depth: int, out: list[str]) -> None:
 
 
 def message_tree(msg: Request | Response, kind: str, api: str) -> list[str]:
-    out = [f"{_INDENT}Kafka {api} v{msg.api_version} {kind}"]
     pad = _INDENT * 2
-    out.append(f"{pad}length: {msg.size}")
-    out.append(f"{pad}correlation_id: {msg.correlation_id}")
+    if msg.protocol == "0.7":
+        out = [f"{_INDENT}Kafka 0.7 {api} {kind}", f"{pad}length: {msg.size}",
+               f"{pad}ordinal: {msg.correlation_id} (0.7 has no correlation id; requests pair with responses "
+               "by order)"]
+    else:
+        out = [f"{_INDENT}Kafka {api} v{msg.api_version} {kind}", f"{pad}length: {msg.size}",
+               f"{pad}correlation_id: {msg.correlation_id}"]
     if isinstance(msg, Request):
-        out.append(f"{pad}api_key: {msg.api_key}")
-        out.append(f"{pad}api_version: {msg.api_version}")
-        out.append(f"{pad}client_id: {_text(msg.client_id)}")
+        if msg.protocol != "0.7":
+            out.append(f"{pad}api_key: {msg.api_key}")
+            out.append(f"{pad}api_version: {msg.api_version}")
+            out.append(f"{pad}client_id: {_text(msg.client_id)}")
     elif msg.inferred:
         out.append(f"{pad}api inferred from the response body (request not captured)")
     if msg.header_tags:

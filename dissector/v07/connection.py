@@ -14,16 +14,17 @@ Every rule about a 0.7 connection's state lives in this file:
   MULTIFETCH and OFFSETS wait in ``_pending`` (send order); PRODUCE and
   MULTIPRODUCE never get a response.
 * Requests the capture does not show (it began mid-connection, or request bytes
-  were lost) sit in ``_pending`` as a barrier. Responses that arrive before the
-  next known request was sent answer those unknown requests and are orphans;
-  the first response after it was sent that parses as its answer restarts the
-  pairing there. This relies on 0.7 clients waiting for each answer before
-  sending the next request that wants one (brod, samsa and Kafka's own
-  SimpleConsumer all do); a response that does not fit stays an orphan.
-* After lost response bytes, a response pairs only with the one request that
-  could still be waiting for it (sent before it arrived); when several could,
-  it is an orphan and the oldest of them is closed as ``no_response`` (its
-  answer was lost or is this one). A response is never paired by guesswork.
+  were lost) sit in ``_pending`` as a barrier; lost response bytes set
+  ``_lost_responses``. Either makes pairing uncertain, and a response then pairs
+  only as follows. It never answers a request sent after it arrived; with no
+  such request known it is an orphan. A client that sends one request at a time
+  (brod, samsa and Kafka's own SimpleConsumer all do) is answered for its latest
+  request sent before the response, if the response parses as that request's
+  answer; older waiting requests are closed as ``no_response``. A client seen
+  pipelining (a request sent while another's answer was due, with no bytes lost
+  in between) gets a pair only when exactly one request could be waiting and no
+  unknown request precedes it; otherwise the response is an orphan and the
+  oldest waiting request is closed (its answer was lost or is this one).
 
 Nothing here raises on bad bytes: failures become ``Anomaly`` events or a
 ``DecodeFailure`` on the message that kept everything decoded before it.
@@ -116,6 +117,8 @@ class V07Connection:
         if mid_stream:
             self._pending.append(_Barrier(0))
         self._lost_responses = False
+        self._loss_ts = -1            # capture time of the last loss (or of joining mid-stream)
+        self._pipelining = False      # seen sending a request while another one's answer was still due
         self._ordinal = 0
         self._orphans = 0
 
@@ -265,6 +268,7 @@ class V07Connection:
 
     def _lost(self, direction: Direction, ts: int) -> None:
         """Frames of ``direction`` may have been lost: pairing must stop guessing."""
+        self._loss_ts = ts
         if direction == TO_BROKER:
             self._pending.append(_Barrier(ts))
         else:
@@ -279,8 +283,7 @@ class V07Connection:
         if kind is None:
             out.append(Anomaly("malformed", TO_BROKER, first_ts,
                                f"0.7 request type does not parse: {exc}", offset))
-            # Whether it wanted an answer is unknown.
-            self._pending.append(_Barrier(last_ts))
+            self._lost(TO_BROKER, last_ts)      # whether it wanted an answer is unknown
             return
         self._ordinal += 1
         size = truncated_size or len(frame) + 4
@@ -302,6 +305,9 @@ class V07Connection:
         if not req.expects_response:
             out.append(Exchange(req, None, Status.NO_RESPONSE_EXPECTED))
             return
+        if not self._pipelining and self._sides[TO_CLIENT].synced and any(
+                isinstance(item, V07Request) and item.last_ts > self._loss_ts for item in self._pending):
+            self._pipelining = True   # an answer was still due, and no response bytes were lost since
         self._pending.append(req)
         if self.in_flight > self.options.max_in_flight:
             for i, item in enumerate(self._pending):
@@ -341,42 +347,46 @@ class V07Connection:
     def _match(self, frame: bytes, ts: int, out: list[Event], truncated: int) -> V07Request | None:
         """The request this response answers, if that can be proven (see the module doc)."""
         pending = self._pending
-        if pending and isinstance(pending[0], _Barrier):
-            # Unknown requests come first; the next known one, if sent before this response
-            # and fitting its shape, is where pairing restarts.
-            i = 0
-            while i < len(pending) and isinstance(pending[i], _Barrier):
-                i += 1
-            if i == len(pending):
-                return None
-            req = pending[i]
-            assert isinstance(req, V07Request)
-            if req.last_ts > ts or not (truncated or _fits(frame, req)):
-                return None
-            for _ in range(i + 1):
-                pending.popleft()
-            self._lost_responses = False
-            return req
         if not pending:
             return None
         head = pending[0]
-        assert isinstance(head, V07Request)
-        if head.last_ts > ts:
-            return None                   # sent after this response arrived: it answers something unseen
-        if not self._lost_responses:
+        if not self._lost_responses and isinstance(head, V07Request):
+            if head.last_ts > ts:
+                return None               # sent after this response arrived: it answers something unseen
             pending.popleft()
             return head
-        waiting = 0
+        # Uncertain: unknown requests may come first, or answers were lost.
+        known = []
+        barrier_first = False
         for item in pending:
-            if (item.ts if isinstance(item, _Barrier) else item.last_ts) > ts:
+            if isinstance(item, _Barrier):
+                barrier_first = barrier_first or not known
+                continue
+            if item.last_ts > ts:
                 break
-            waiting += 1
-        if waiting == 1:
-            self._lost_responses = False
+            known.append(item)
+        if not known:
+            return None                   # it answers a request the capture does not show
+        if not self._pipelining:
+            # One request at a time: the answer is for the latest request sent before it.
+            req = known[-1]
+            if not (truncated or _fits(frame, req)):
+                return None
+            while pending[0] is not req:
+                item = pending.popleft()
+                if isinstance(item, V07Request):
+                    out.append(Exchange(item, None, Status.NO_RESPONSE))
             pending.popleft()
-            return head
-        pending.popleft()
-        out.append(Exchange(head, None, Status.NO_RESPONSE))
+            self._lost_responses = False
+            return req
+        if barrier_first:
+            return None                   # a pipelining client after unknown requests: never provable
+        if len(known) == 1:
+            pending.popleft()
+            self._lost_responses = False
+            return known[0]
+        pending.popleft()                 # answered by the lost bytes or by this response: unknown which
+        out.append(Exchange(known[0], None, Status.NO_RESPONSE))
         return None
 
     def _orphan(self, frame: bytes, size: int, first_ts: int, last_ts: int, offset: int, out: list[Event]) -> None:
@@ -404,10 +414,8 @@ class V07Connection:
                 self._request(partial[4:], first_ts, ts, offset, out, truncated_size=need)
             else:
                 self._response(partial[4:], first_ts, ts, offset, out, truncated_size=need)
-        elif direction == TO_BROKER and not lost_after:
-            self._pending.append(_Barrier(ts))   # a request whose type was never seen
-        elif direction == TO_CLIENT and not lost_after:
-            self._lost_responses = True
+        elif not lost_after:
+            self._lost(direction, ts)           # a frame whose type was never seen
 
 
 def _fits(frame: bytes, req: V07Request) -> bool:

@@ -46,9 +46,9 @@ class V07Response(Response):
 
 def api_name_of(msg: Request | Response) -> str | None:
     """The api name of any request or response event, 0.7 or later."""
-    if isinstance(msg, (V07Request, V07Response)):
+    if isinstance(msg, V07Request) or (isinstance(msg, V07Response) and msg.request_type is not None):
         return msg.api_name
-    if msg.api_key is None:
+    if isinstance(msg, V07Response) or msg.api_key is None:
         return None
     from dissector.schema import api_name
     return api_name(msg.api_key)

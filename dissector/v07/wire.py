@@ -73,14 +73,14 @@ def _topic(frame: bytes, o: int, strict: bool) -> tuple[str, int]:
     return raw.decode("utf-8", "replace"), o + n
 
 
-def _entry(kind: int, frame: bytes, o: int, strict: bool, end: int | None = None) -> tuple[dict[str, Any], int]:
-    """One single-partition body at ``o``; ``end`` bounds a PRODUCE message set."""
-    topic, o = _topic(frame, o, strict)
+def _entry(kind: int, frame: bytes, o: int, strict: bool, entry: dict[str, Any]) -> int:
+    """One single-partition body at ``o``, read into ``entry`` field by field (a failure keeps the rest)."""
+    entry["topic"], o = _topic(frame, o, strict)
     partition = _I(frame, o)[0]
     o += 4
     if strict and partition < -1:          # -1: "any partition" in a 0.7 PRODUCE
         raise Implausible(f"partition {partition}")
-    entry: dict[str, Any] = {"topic": topic, "partition": partition}
+    entry["partition"] = partition
     if kind == PRODUCE:
         size = _I(frame, o)[0]
         o += 4
@@ -106,7 +106,7 @@ def _entry(kind: int, frame: bytes, o: int, strict: bool, end: int | None = None
             raise Implausible(f"offsets time {time}, max number {max_number}")
         entry["time"] = time
         entry["max_number"] = max_number
-    return entry, o
+    return o
 
 
 _SINGLE = {PRODUCE: PRODUCE, FETCH: FETCH, OFFSETS: OFFSETS, MULTIFETCH: FETCH, MULTIPRODUCE: PRODUCE}
@@ -151,13 +151,13 @@ def _parse_into(frame: bytes, body: dict[str, Any], strict: bool, state: list[in
         for _ in range(count):
             if state is not None:
                 state[0] = o
-            e, o = _entry(_SINGLE[kind], frame, o, strict)
+            e: dict[str, Any] = {}
             entries.append(e)
+            o = _entry(_SINGLE[kind], frame, o, strict, e)
     else:
         if state is not None:
             state[0] = o
-        e, o = _entry(kind, frame, o, strict)
-        body.update(e)
+        o = _entry(kind, frame, o, strict, body)
     if state is not None:
         state[0] = o
     return o

@@ -1,0 +1,166 @@
+"""The 0.7 connection: pairing by order, gaps, resync, mid-stream starts; never a wrong pair."""
+
+from __future__ import annotations
+
+from dissector.events import Anomaly, Direction, Exchange, Status
+from dissector.v07.connection import V07Connection
+from dissector.v07.events import V07Request, V07Response
+from tests.dissector.v07.build import (
+    fetch,
+    fetch_response,
+    gzip_wrapper,
+    message,
+    multifetch,
+    multifetch_response,
+    multiproduce,
+    offsets,
+    offsets_response,
+    produce,
+)
+
+B, C = Direction.TO_BROKER, Direction.TO_CLIENT
+SET = message(b"one") + message(b"two")
+
+
+def run(conn, script, chunk=None):
+    out = []
+    for step in script:
+        if step[0] == "gap":
+            _, d, n, ts = step
+            out += conn.gap(d, ts, n)
+            continue
+        d, data, ts = step
+        if chunk:
+            for i in range(0, len(data), chunk):
+                out += conn.feed(d, data[i:i + chunk], ts)
+        else:
+            out += conn.feed(d, data, ts)
+    out += conn.close(10**9)
+    return out
+
+
+def pairs(events):
+    return [(ex.request.correlation_id if ex.request else None,
+             ex.response.correlation_id if ex.response else None,
+             ex.status.value) for ex in events if isinstance(ex, Exchange)]
+
+
+CONVERSATION = [
+    (B, produce("t", 0, SET), 1),
+    (B, offsets("t", 0, -1, 1), 2), (C, offsets_response([29]), 3),
+    (B, fetch("t", 0, 0), 4), (C, fetch_response(SET + gzip_wrapper(message(b"z"))), 5),
+    (B, multifetch([("t", 0, 0, 99), ("u", 1, 3, 99)]), 6), (C, multifetch_response([(0, SET), (1, b"")]), 7),
+    (B, multiproduce([("t", 0, SET), ("u", 1, SET)]), 8),
+]
+
+
+def test_requests_pair_by_order_and_produce_expects_nothing():
+    ev = run(V07Connection(), CONVERSATION)
+    assert pairs(ev) == [(1, None, "no_response_expected"), (2, 2, "ok"), (3, 3, "ok"), (4, 4, "ok"),
+                         (5, None, "no_response_expected")]
+    assert not [e for e in ev if isinstance(e, Anomaly)]
+    resp = [e for e in ev if isinstance(e, V07Response)]
+    assert [r.api_name for r in resp] == ["ListOffsets", "Fetch", "MultiFetch"]
+    assert resp[2].body["fetches"][1] == {**resp[2].body["fetches"][1], "topic": "u", "error_code": 1}
+    req = [e for e in ev if isinstance(e, V07Request)]
+    assert [(r.api_key, r.api_version, r.client_id) for r in req] == [
+        (0, None, None), (2, None, None), (1, None, None), (1, None, None), (0, None, None)]
+
+
+def test_byte_at_a_time_gives_the_same_events():
+    whole = run(V07Connection(), CONVERSATION)
+    bytewise = run(V07Connection(), CONVERSATION, chunk=1)
+    assert [type(e) for e in whole] == [type(e) for e in bytewise]
+    assert pairs(whole) == pairs(bytewise)
+
+
+def test_lost_response_bytes_resync_and_pair_only_when_provable():
+    ev = run(V07Connection(), [
+        (B, fetch("t", 0, 0), 1), (C, fetch_response(SET), 2),
+        (B, fetch("t", 0, 29), 3),
+        ("gap", C, 50, 4),                    # that answer is lost, and part of the next one
+        (C, fetch_response(SET)[10:], 4),
+        (B, fetch("t", 0, 58), 5), (C, fetch_response(SET), 6),
+    ])
+    kinds = [e.kind for e in ev if isinstance(e, Anomaly)]
+    assert "gap" in kinds and "resync" in kinds
+    # the second request's answer was lost; the third pairs, proven: it was the only request waiting
+    assert pairs(ev) == [(1, 1, "ok"), (2, None, "no_response"), (3, 3, "ok")] or \
+        pairs(ev) == [(1, 1, "ok"), (3, 3, "ok"), (2, None, "no_response")]
+
+
+def test_two_requests_waiting_after_lost_responses_give_an_orphan_not_a_guess():
+    ev = run(V07Connection(), [
+        (B, fetch("t", 0, 0), 1), (B, offsets("t", 0), 2),   # pipelined
+        ("gap", C, 40, 3),
+        (C, offsets_response([7]), 4),
+    ])
+    got = pairs(ev)
+    assert (2, 2, "ok") not in got and (1, 1, "ok") not in got
+    assert (None, -1, "orphan_response") in got
+
+
+def test_mid_stream_start_pairs_from_the_first_request_seen():
+    first = fetch_response(SET)
+    ev = run(V07Connection(mid_stream=True), [
+        (B, fetch("t", 0, 0)[7:], 1),            # the tail of a request sent before the capture
+        (C, first[:3], 2), (C, first[3:], 2),  # its answer: an orphan (its request is not in the capture)
+        (B, offsets("t", 0), 3), (C, offsets_response([1]), 4),
+        (B, fetch("t", 0, 10), 5), (C, fetch_response(SET), 6),
+    ])
+    assert pairs(ev) == [(None, -1, "orphan_response"), (1, 1, "ok"), (2, 2, "ok")]
+    orphan = [e for e in ev if isinstance(e, V07Response) and e.correlation_id == -1][0]
+    assert orphan.inferred and orphan.api_name == "Fetch"
+
+
+def test_lost_request_bytes_never_pair_a_response_with_a_later_request():
+    ev = run(V07Connection(), [
+        (B, fetch("t", 0, 0), 1), (C, fetch_response(SET), 2),
+        ("gap", B, len(fetch("t", 0, 29)), 3),   # a whole request lost ...
+        (C, fetch_response(message(b"lost")), 4),  # ... its answer arrives before the next request
+        (B, offsets("t", 0), 5), (C, offsets_response([3]), 6),
+    ])
+    assert pairs(ev) == [(1, 1, "ok"), (None, -1, "orphan_response"), (2, 2, "ok")]
+
+
+def test_a_gap_inside_a_request_keeps_sync_and_the_request():
+    req = produce("t", 0, SET * 20)
+    ev = run(V07Connection(), [
+        (B, req[:30], 1), ("gap", B, 100, 2), (B, req[130:], 3),
+        (B, offsets("t", 0), 4), (C, offsets_response([1]), 5),
+    ])
+    reqs = [e for e in ev if isinstance(e, V07Request)]
+    assert reqs[0].failure.error == "Truncated" and reqs[0].body["topic"] == "t"
+    assert pairs(ev)[-1] == (2, 2, "ok")
+    assert "resync" not in [e.kind for e in ev if isinstance(e, Anomaly)]
+
+
+def test_a_malformed_response_is_reported_not_raised():
+    ev = run(V07Connection(), [(B, multifetch([("t", 0, 0, 9), ("t", 1, 0, 9)]), 1),
+                               (C, multifetch_response([(0, SET)]), 2)])
+    assert pairs(ev) == [(1, 1, "malformed")]
+    assert any(isinstance(e, Anomaly) and e.kind == "malformed" for e in ev)
+
+
+def test_a_cut_stream_reports_truncation():
+    ev = run(V07Connection(), [(B, fetch("t", 0, 0), 1), (C, fetch_response(SET)[:-4], 2)])
+    assert pairs(ev) == [(1, 1, "ok")]
+    resp = [e for e in ev if isinstance(e, V07Response)][0]
+    assert resp.failure.error == "Truncated"
+    assert any(isinstance(e, Anomaly) and e.kind == "truncated" for e in ev)
+
+
+def test_garbage_never_raises_and_memory_stays_bounded():
+    import random
+    rng = random.Random(3)
+    for _ in range(300):
+        conn = V07Connection(mid_stream=rng.random() < 0.5)
+        for _ in range(20):
+            d = B if rng.random() < 0.5 else C
+            if rng.random() < 0.1:
+                conn.gap(d, 1, rng.choice([None, 0, 5, 1000]))
+            else:
+                blob = rng.choice([fetch("t", 0, 0), fetch_response(SET), offsets_response([1]), b""])
+                conn.feed(d, bytes(rng.randrange(256) for _ in range(rng.randrange(40))) + blob, 1)
+            assert all(len(s.buf) <= (1 << 20) + 70_000 for s in conn._sides)
+        conn.close(2)
