@@ -55,6 +55,8 @@ _I32 = struct.Struct(">i").unpack_from
 TO_BROKER = Direction.TO_BROKER
 TO_CLIENT = Direction.TO_CLIENT
 _RESYNC_KEEP = 1 << 20     # the largest candidate frame an unsynced side waits for
+_REQUEST_COST = 1024       # bytes a waiting decoded request costs besides its frame
+_GONE_COST = 64            # ... and a placeholder for one given up
 _TAIL = 16                 # bytes kept after a fruitless search: a header may straddle segments
 
 
@@ -65,6 +67,16 @@ class _Barrier:
 
     def __init__(self, ts: int) -> None:
         self.ts = ts
+
+
+class _Gone:
+    """A request given up for memory (reported ``no_response``); it keeps its place so order pairing holds."""
+
+    __slots__ = ("last_ts", "request_type")
+
+    def __init__(self, last_ts: int, request_type: int) -> None:
+        self.last_ts = last_ts
+        self.request_type = request_type
 
 
 class _Side:
@@ -113,7 +125,7 @@ class V07Connection:
         self.options = options or Options()
         self.topics = topics if topics is not None else TopicRegistry()
         self._sides = (_Side(not mid_stream), _Side(not mid_stream))
-        self._pending: deque[V07Request | _Barrier] = deque()
+        self._pending: deque[V07Request | _Barrier | _Gone] = deque()
         if mid_stream:
             self._pending.append(_Barrier(0))
         self._lost_responses = False
@@ -121,6 +133,8 @@ class V07Connection:
         self._pipelining = False      # seen sending a request while another one's answer was still due
         self._ordinal = 0
         self._orphans = 0
+        self._pending_bytes = 0       # estimated memory of _pending (Options.max_in_flight_bytes bounds it)
+        self._gone = 0
 
     # -- public API -------------------------------------------------------------
 
@@ -309,12 +323,35 @@ class V07Connection:
                 isinstance(item, V07Request) and item.last_ts > self._loss_ts for item in self._pending):
             self._pipelining = True   # an answer was still due, and no response bytes were lost since
         self._pending.append(req)
-        if self.in_flight > self.options.max_in_flight:
-            for i, item in enumerate(self._pending):
-                if isinstance(item, V07Request):
-                    del self._pending[i]
-                    out.append(Exchange(item, None, Status.NO_RESPONSE))
-                    break
+        self._pending_bytes += req.size + _REQUEST_COST
+        if self._pending_bytes > self.options.max_in_flight_bytes:
+            self._shed(first_ts, offset, out)
+
+    def _shed(self, ts: int, offset: int, out: list[Event]) -> None:
+        """Over the in-flight memory bound: give up the oldest requests, keeping their place in the order."""
+        pending = self._pending
+        for i, item in enumerate(pending):
+            if self._pending_bytes <= self.options.max_in_flight_bytes:
+                break
+            if isinstance(item, V07Request) and item is not pending[-1]:
+                pending[i] = _Gone(item.last_ts, item.request_type)
+                self._pending_bytes -= item.size + _REQUEST_COST - _GONE_COST
+                self._gone += 1
+                if self._gone == 1:
+                    out.append(Anomaly("in_flight_limit", TO_BROKER, ts,
+                                       f"more than {self.options.max_in_flight_bytes >> 20} MiB of 0.7 requests "
+                                       "awaiting a response: the oldest are reported without response and their "
+                                       "responses will be orphans; reported once per connection", offset))
+                out.append(Exchange(item, None, Status.NO_RESPONSE))
+        if self._pending_bytes > self.options.max_in_flight_bytes:
+            # Even the placeholders are too many: forget them, and pairing becomes uncertain.
+            kept = [item for item in pending if isinstance(item, V07Request)]
+            first = next((item for item in pending if not isinstance(item, V07Request)), None)
+            pending.clear()
+            pending.append(_Barrier(first.last_ts if isinstance(first, _Gone) else ts))
+            pending.extend(kept)
+            self._pending_bytes = sum(r.size + _REQUEST_COST for r in kept)
+            self._loss_ts = ts
 
     # -- responses --------------------------------------------------------------
 
@@ -344,19 +381,30 @@ class V07Connection:
         out.append(resp)
         out.append(Exchange(req, resp, status))
 
+    def _take(self) -> V07Request | _Barrier | _Gone:
+        item = self._pending.popleft()
+        if isinstance(item, V07Request):
+            self._pending_bytes -= item.size + _REQUEST_COST
+        elif isinstance(item, _Gone):
+            self._pending_bytes -= _GONE_COST
+        return item
+
     def _match(self, frame: bytes, ts: int, out: list[Event], truncated: int) -> V07Request | None:
-        """The request this response answers, if that can be proven (see the module doc)."""
+        """The request this response answers, if that can be proven (see the module doc).
+
+        None makes the response an orphan: its request is unknown, or was given up (``_Gone``).
+        """
         pending = self._pending
         if not pending:
             return None
         head = pending[0]
-        if not self._lost_responses and isinstance(head, V07Request):
+        if not self._lost_responses and not isinstance(head, _Barrier):
             if head.last_ts > ts:
                 return None               # sent after this response arrived: it answers something unseen
-            pending.popleft()
-            return head
+            self._take()
+            return head if isinstance(head, V07Request) else None
         # Uncertain: unknown requests may come first, or answers were lost.
-        known = []
+        known: list[V07Request | _Gone] = []
         barrier_first = False
         for item in pending:
             if isinstance(item, _Barrier):
@@ -373,20 +421,21 @@ class V07Connection:
             if not (truncated or _fits(frame, req)):
                 return None
             while pending[0] is not req:
-                item = pending.popleft()
+                item = self._take()
                 if isinstance(item, V07Request):
                     out.append(Exchange(item, None, Status.NO_RESPONSE))
-            pending.popleft()
+            self._take()
             self._lost_responses = False
-            return req
+            return req if isinstance(req, V07Request) else None
         if barrier_first:
             return None                   # a pipelining client after unknown requests: never provable
         if len(known) == 1:
-            pending.popleft()
+            self._take()
             self._lost_responses = False
-            return known[0]
-        pending.popleft()                 # answered by the lost bytes or by this response: unknown which
-        out.append(Exchange(known[0], None, Status.NO_RESPONSE))
+            return known[0] if isinstance(known[0], V07Request) else None
+        item = self._take()               # answered by the lost bytes or by this response: unknown which
+        if isinstance(item, V07Request):
+            out.append(Exchange(item, None, Status.NO_RESPONSE))
         return None
 
     def _orphan(self, frame: bytes, size: int, first_ts: int, last_ts: int, offset: int, out: list[Event]) -> None:
@@ -418,8 +467,10 @@ class V07Connection:
             self._lost(direction, ts)           # a frame whose type was never seen
 
 
-def _fits(frame: bytes, req: V07Request) -> bool:
+def _fits(frame: bytes, req: V07Request | _Gone) -> bool:
     """The frame parses completely as the answer to ``req``."""
+    if isinstance(req, _Gone):
+        return req.request_type in response_shapes(frame)
     try:
         _, end = parse_response(frame, req.request_type, req.body)
     except PARSE_ERRORS:

@@ -164,3 +164,15 @@ def test_garbage_never_raises_and_memory_stays_bounded():
                 conn.feed(d, bytes(rng.randrange(256) for _ in range(rng.randrange(40))) + blob, 1)
             assert all(len(s.buf) <= (1 << 20) + 70_000 for s in conn._sides)
         conn.close(2)
+
+
+def test_the_in_flight_bound_gives_up_the_oldest_but_keeps_the_order():
+    from dissector.connection import Options
+    conn = V07Connection(Options(max_in_flight_bytes=3 * 1100))
+    script = [(B, fetch("t", 0, i), i) for i in range(1, 6)]           # pipelined: 5 waiting
+    script += [(C, fetch_response(message(bytes([i]))), 10 + i) for i in range(1, 6)]
+    ev = run(conn, script)
+    assert pairs(ev) == [(1, None, "no_response"), (2, None, "no_response"),
+                         (None, -1, "orphan_response"), (None, -2, "orphan_response"),
+                         (3, 3, "ok"), (4, 4, "ok"), (5, 5, "ok")]
+    assert [e.kind for e in ev if isinstance(e, Anomaly)] == ["in_flight_limit"]
