@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -68,6 +69,7 @@ class LiveOptions:
     keep_dir: Path | None = None     # decoded segments are moved here instead of deleted
     undecoded_dir: Path | None = None  # segments not decoded (aborted) are moved here instead of deleted
     name_prefix: str = "live"        # kept segments: <name_prefix>-<n>.pcapng
+    rcvbuf: int = RCVBUF             # kernel socket buffer: what bursts can queue while the capture sleeps
 
 
 def default_bpf(ports: frozenset[int] | None) -> str:
@@ -124,7 +126,7 @@ def _open(o: LiveOptions, bpf: str) -> OpenSocket:
             flt = compile_filter(bpf, DLT_RAW_LINUX, o.snaplen).without_outgoing_on(_loopback_index())
             flt.attach(sock)
             _drain(sock)
-            _tune(sock)
+            _tune(sock, o.rcvbuf)
         except BaseException:
             sock.close()
             raise
@@ -151,7 +153,7 @@ def _open(o: LiveOptions, bpf: str) -> OpenSocket:
         if o.promisc:
             mreq = index.to_bytes(4, sys.byteorder) + PACKET_MR_PROMISC.to_bytes(2, sys.byteorder) + bytes(10)
             sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
-        _tune(sock)
+        _tune(sock, o.rcvbuf)
         sock.bind((o.interface, ETH_P_ALL))
     except BaseException:
         sock.close()
@@ -167,11 +169,11 @@ def _drain(sock: socket.socket) -> None:
             return
 
 
-def _tune(sock: socket.socket) -> None:
+def _tune(sock: socket.socket, rcvbuf: int) -> None:
     try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
     except OSError:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
 
@@ -271,8 +273,8 @@ class LiveSource(SpoolSource):
         st = self.status
         if st.unreported_drops:
             self.problems.append(problem(
-                "capture_drops", 0, f"{self.name}: {st.unreported_drops} packets lost at the end of the capture "
-                f"(kernel {st.kernel_drops} in all, spool full {st.spool_drops} in all)",
+                "capture_drops", time.time_ns(), f"{self.name}: the capture lost {st.unreported_drops} packets after the last one it "
+                f"kept (in all: kernel {st.kernel_drops}, spool full {st.spool_drops})",
                 dropped=st.unreported_drops))
 
     @property

@@ -198,9 +198,15 @@ def run_live(live: LiveOptions, options: DecodeOptions, status: TextIO) -> int:
     worker.start()
     stopped: list[tuple[float, int]] = []    # when the capture ended, and how much was left to decode
     try:
+        seen_drops = 0
         while not dec.done.wait(0.25):
             if not stopped and src.status.ended is not None:
                 stopped.append((time.monotonic(), src.backlog()))
+            drops = src.status.kernel_drops + src.status.spool_drops
+            if drops != seen_drops and not line.enabled:
+                status.write(describe() + "\n")   # a log gets a line as soon as packets are lost
+                status.flush()
+            seen_drops = drops
             line.show(describe())
     finally:
         line.clear()
@@ -267,7 +273,7 @@ def _status(live: LiveOptions, run: LiveRun, dec: _Decoder, elapsed: float, stop
     if backlog > 1 << 20:
         text += f", decoding {human_bytes(backlog)} behind"
     if st.kernel_drops or st.spool_drops:
-        text += f", DROPPED {st.kernel_drops + st.spool_drops:,}"
+        text += f", DROPPED {st.kernel_drops + st.spool_drops:,} (kernel {st.kernel_drops:,}, spool full {st.spool_drops:,})"
     if stopping and st.ended is not None:
         text += ", stopped: decoding the rest"
     return text

@@ -385,3 +385,36 @@ def test_two_captures_into_one_outdir(tmp_path: Path) -> None:
     for name in names:
         assert _rows(out, name)[:2] == expected
     _no_leftovers(out)
+
+
+@pytest.mark.slow
+@needs_root
+def test_spool_full_shows_on_the_status_and_in_the_dataset(tmp_path: Path) -> None:
+    """Decoding frozen (SIGSTOP) while 48 MB arrive into a 16 MiB spool: drops on the status line,
+    a capture_drops row, the summary says how many; the capture keeps going."""
+    from tests.brokers import free_port
+    sys.path.insert(0, str(REPO))
+    from tests.capture.test_live import _flood
+    port = free_port()
+    out = tmp_path / "out"
+    live = _live(out, "lo", port, "--spool-max", "16", "--rotate", "1")
+    os.kill(live.pid, signal.SIGSTOP)
+    try:
+        _flood(port, 48 << 20)
+        time.sleep(1)
+    finally:
+        os.kill(live.pid, signal.SIGCONT)
+    time.sleep(1.5)
+    live.send_signal(signal.SIGINT)
+    rc, err = _finish(live)
+    assert rc == 0, err
+    import re
+    status = [ln for ln in err.splitlines() if ln.startswith("live lo ") and "DROPPED" in ln]
+    assert status, err
+    lost = re.search(r"^lost +0 packets dropped by the kernel .*, ([\d,]+) dropped with the spool full", err, re.M)
+    assert lost, err
+    an = ds.dataset(out / "anomalies").to_table().to_pandas()
+    drops = an[an.kind == "capture_drops"]
+    counted = sum(int(re.search(r"lost (\d+) packets", d).group(1)) for d in drops.detail)
+    assert counted == int(lost.group(1).replace(",", "")) > 0
+    _no_leftovers(out)
