@@ -45,6 +45,7 @@ LINKTYPE_LINUX_SLL = 113
 
 STATS_EVERY = 0.5            # seconds between status lines (and kernel counter reads)
 BATCH = 4096                 # frames read before a write, at most
+BATCH_BYTES = 4 << 20        # ... and bytes: a batch of 64 KB frames stays small in memory
 _GONE = (errno.ENETDOWN, errno.ENODEV, errno.ENXIO)
 
 _AUX = struct.Struct("IIIHHHH")        # tpacket_auxdata
@@ -235,6 +236,8 @@ class Dumper:
             self.bytes += caplen
             if self.count is not None and self.packets >= self.count:
                 why = "count"
+                break
+            if size >= BATCH_BYTES:
                 break
         if out:
             spool.write(b"".join(out))

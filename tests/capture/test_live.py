@@ -236,3 +236,23 @@ def test_spool_segments_are_pcapng_every_reader_takes(tmp_path: Path) -> None:
         out = subprocess.run(["tcpdump", "-r", str(tmp_path / "000001.pcapng"), "-n", "-q"], capture_output=True,
                              text=True, check=False)
         assert out.returncode == 0 and len(out.stdout.splitlines()) == len(frames), out.stderr
+
+
+@needs_root
+def test_loopback_frames_count_once() -> None:
+    """lo hands a packet socket each frame twice (outgoing, incoming); the kernel filter keeps one."""
+    import socket
+
+    from tests.brokers import free_port
+    port = free_port()
+    run = live_capture(LiveOptions(interface="lo"), CaptureOptions(ports=frozenset({port})),
+                       connection_factory=lambda mid: None)
+    for _ in range(10):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()   # refused: SYN + RST
+        except OSError:
+            pass
+    time.sleep(0.8)
+    run.stop()
+    list(run)
+    assert run.stats.packets == run.source.status.packets == 20

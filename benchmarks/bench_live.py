@@ -1,0 +1,174 @@
+"""Live capture under load: the highest zero-loss rates, and how decoding falls behind and catches up.
+
+    sudo python benchmarks/bench_live.py [--baseline REV] [--small 2000,5000,10000] [--large 10,20,40]
+                                         [--seconds 5] [--catchup RATE]
+
+For each version (the working tree, and with ``--baseline`` a git revision of
+this repository, e.g. the commit before the spool) and each rate, a tansu broker
+on a free loopback port takes librdkafka Produce traffic at that rate for
+``--seconds`` while ``kdissect live -i lo --ports PORT`` captures it; then SIGINT.
+A run is *zero-loss* when the dataset's Produce records equal the delivery
+reports, no packet was dropped, and there is no ``gap`` anomaly.
+
+* small: 100-byte messages, linger 0 (many small Produce exchanges), rate in messages/s;
+* large: 100 KB messages, linger 20 ms (large batches, 64 KB frames), rate in MB/s.
+
+``--catchup RATE`` (small messages/s, working tree only) runs one rate above the
+decoder's speed and reports the spool backlog when the capture stopped and how
+long decoding took to finish it. The machine is shared: the load average is
+printed with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _produce(bootstrap: str, topic: str, kind: str, rate: float, seconds: float) -> None:
+    """Child mode: produce at ``rate`` for ``seconds``; print 'delivered N failed M'."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 3, 1)], request_timeout=15).values():
+        f.result(timeout=30)
+    size = 100 if kind == "small" else 100_000
+    per_s = rate if kind == "small" else rate * 1e6 / size
+    conf = {"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0 if kind == "small" else 20,
+            "message.max.bytes": 8 << 20, "batch.size": 4 << 20, "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 2 << 20}
+    p = Producer(conf)
+    done = [0, 0]
+
+    def report(err: object, msg: object) -> None:
+        done[0 if err is None else 1] += 1
+    value = os.urandom(size)
+    start = time.monotonic()
+    n = 0
+    while True:
+        now = time.monotonic()
+        if now - start >= seconds:
+            break
+        due = int((now - start) * per_s) + 1
+        while n < due:
+            try:
+                p.produce(topic, value=value, on_delivery=report)
+                n += 1
+            except BufferError:
+                p.poll(0.01)
+        p.poll(0)
+        time.sleep(0.001)
+    p.flush(120)
+    print(f"delivered {done[0]} failed {done[1]} seconds {time.monotonic() - start:.2f}", flush=True)
+
+
+def _tree(rev: str | None, work: Path) -> Path:
+    """The source tree to run: the working tree, or ``git archive REV`` unpacked."""
+    if rev is None:
+        return ROOT
+    dest = work / f"tree-{rev}"
+    if not dest.exists():
+        data = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
+        with tarfile.open(fileobj=BytesIO(data)) as tar:
+            tar.extractall(dest)
+    return dest
+
+
+def _records(out: Path) -> tuple[int, int]:
+    import pyarrow.dataset as ds
+    parts = ds.dataset(out / "partitions", format="parquet").to_table().to_pandas()
+    an = ds.dataset(out / "anomalies", format="parquet").to_table().to_pandas()
+    produced = parts[(parts.api_key == 0) & (parts.direction == "request")].record_count.fillna(0).sum()
+    return int(produced), int((an.kind == "gap").sum())
+
+
+def run_once(tree: Path, kind: str, rate: float, seconds: float, work: Path) -> dict:
+    from tests.brokers import free_port, run_tansu
+    port = free_port()
+    out = work / f"out-{kind}-{rate}-{port}"
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    with run_tansu(port) as bootstrap:
+        live = subprocess.Popen([sys.executable, "-m", "kdissect", "live", "-i", "lo", "--ports", str(port),
+                                 "-o", str(out)], cwd=tree, env=env, stderr=subprocess.PIPE, text=True)
+        time.sleep(3.0)   # the baseline prints nothing when its socket is open
+        t0 = time.monotonic()
+        prod = subprocess.run([sys.executable, __file__, "--produce", bootstrap, f"bench-{kind}", kind, str(rate),
+                               str(seconds)], capture_output=True, text=True, env={**os.environ,
+                                                                                     "PYTHONPATH": str(ROOT)})
+        produced_for = time.monotonic() - t0
+        m = re.search(r"delivered (\d+) failed (\d+)", prod.stdout)
+        if not m:
+            live.send_signal(signal.SIGINT)
+            live.wait(60)
+            raise RuntimeError(prod.stderr[-2000:])
+        stop = time.monotonic()
+        live.send_signal(signal.SIGINT)
+        _, err = live.communicate(timeout=600)
+        exit_after = time.monotonic() - stop
+    delivered = int(m.group(1))
+    records, gaps = _records(out)
+    # "lost N packets dropped by the kernel ..." (spool) or "kernel dropped N packets" (before it)
+    kernel = re.findall(r"([\d,]+) packets dropped by the kernel|kernel dropped ([\d,]+)", err)
+    drops = sum(int(g.replace(",", "")) for pair in kernel for g in pair if g)
+    spool = re.search(r"([\d,]+) dropped with the spool full", err)
+    drops += int(spool.group(1).replace(",", "")) if spool else 0
+    backlog = re.search(r"backlog +(.*)", err)
+    shutil.rmtree(out, ignore_errors=True)
+    return {"kind": kind, "rate": rate, "delivered": delivered, "failed": int(m.group(2)), "records": records,
+            "gaps": gaps, "drops": drops, "zero_loss": records == delivered and not drops and not gaps,
+            "produce_s": round(produced_for, 1), "exit_after_stop_s": round(exit_after, 1),
+            "backlog": backlog.group(1) if backlog else "", "load": open("/proc/loadavg").read().split()[0]}
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--produce":
+        _produce(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]), float(sys.argv[6]))
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--baseline", metavar="REV", help="also measure this git revision (e.g. e22e0cf~1)")
+    ap.add_argument("--small", default="2000,5000,10000,20000", help="messages/s to try, ascending")
+    ap.add_argument("--large", default="10,20,40,80", help="MB/s to try, ascending")
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--catchup", type=float, metavar="RATE", help="small messages/s above the decoder's speed")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        print("bench_live: live capture needs root", file=sys.stderr)
+        return 1
+    work = Path(tempfile.mkdtemp(prefix="kdissect-bench-live-"))
+    versions = [("after", None)] + ([("before", a.baseline)] if a.baseline else [])
+    try:
+        for label, rev in versions:
+            tree = _tree(rev, work)
+            for kind, rates in (("small", a.small), ("large", a.large)):
+                best = None
+                for rate in (float(r) for r in rates.split(",") if r):
+                    r = run_once(tree, kind, rate, a.seconds, work)
+                    print(label, r, flush=True)
+                    if not r["zero_loss"]:
+                        break
+                    best = rate
+                unit = "msg/s" if kind == "small" else "MB/s"
+                print(f"== {label}: highest zero-loss {kind} rate tried: {best} {unit}", flush=True)
+        if a.catchup:
+            r = run_once(ROOT, "small", a.catchup, a.seconds, work)
+            print("catch-up", r, flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
