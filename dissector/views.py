@@ -104,8 +104,9 @@ def _summary_fields(rec: Any) -> tuple:
 
 def partition_rows(api_key: int, kind: str, version: int, body: dict[str, Any] | None,
                    topics: TopicRegistry | None = None) -> Iterator[PartitionRow]:
-    """One row per topic-partition entry in a decoded body."""
-    if not body:
+    """One row per topic-partition entry in a decoded body (none without a version: Kafka 0.7 bodies
+    are not described by the schema; :mod:`dissector.v07.views` reads them)."""
+    if not body or version is None:
         return
     for tp in topic_paths(api_key, kind, version):
         for topic in _arrays(body, tp.path):
@@ -166,7 +167,7 @@ def topic_names(api_key: int, kind: str, version: int, body: dict[str, Any] | No
                 topics: TopicRegistry | None = None) -> set[str]:
     """Every topic a body mentions, by name, or by id when no name is known."""
     found: set[str] = set()
-    if not body:
+    if not body or version is None:
         return found
     for path, ftype in topic_fields(api_key, kind, version):
         for value in _values(body, path):

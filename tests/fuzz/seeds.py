@@ -173,6 +173,47 @@ def embedded() -> Iterator[bytes]:
                         yield bytes([name == SUBSCRIPTION]) + raw
 
 
+def _v07_streams() -> Iterator[list[tuple[int, bytes]]]:
+    """0.7 conversations: the recorded clients' sample (samples/v07-*.pcap, through the pipeline),
+    and hand-built ones with what no client at hand sends (compression, errors, bad CRCs)."""
+    from tests.dissector.v07 import build as b
+
+    sets = [b.message(b"hello") + b.message(b"world"), b.gzip_wrapper(b.message(b"a") + b.message(b"b")),
+            b.snappy_wrapper(b.gzip_wrapper(b.message(b"nested"))), b.message(b"bad", bad_crc=True)]
+    for flags in (0, 4, 8):
+        items = [(flags, b.produce("events", 0, sets[0]))]
+        for i, ms in enumerate(sets):
+            items += [(0, b.fetch("events", 0, i * 100)), (1, b.fetch_response(ms))]
+        items += [(0, b.offsets("events", 0, -1, 2)), (1, b.offsets_response([0, 99]))]
+        items += [(0, b.multifetch([("events", 0, 0, 99), ("x", 1, 5, 99)])),
+                  (1, b.multifetch_response([(0, sets[1]), (1, b"")]))]
+        items += [(0, b.multiproduce([("events", 0, sets[2]), ("x", 1, sets[0])]))]
+        yield items
+        yield items[:3] + [(3, b"\0" * 20)] + items[5:]        # response bytes lost
+        yield items[:2] + [(2, b"\0" * 30)] + items[3:]        # request bytes lost
+        yield [(tag, data[i:i + 7]) for tag, data in items for i in range(0, len(data), 7)]
+    for path in SAMPLES.glob("v07-*.pcap"):
+        lt, records = pt.read_records(path)
+        log: list[list[tuple[int, bytes]]] = []
+        pipe = Pipeline(CaptureOptions(), connection_factory=lambda mid: _Recorder(mid, log))
+        for _ in pipe.run(records):
+            pass
+        yield from log
+
+
+def v07_connection() -> Iterator[bytes]:
+    max_len = TARGETS["v07_connection"].max_len
+    for items in _v07_streams():
+        yield from list(_fit(items, max_len))[:3]
+
+
+def v07_messages() -> Iterator[bytes]:
+    for items in _v07_streams():
+        for tag, data in items:
+            if tag & 1 and len(data) > 6:
+                yield data[6:]            # a FETCH response's message set (or a MULTIFETCH's bytes)
+
+
 SEEDS = {
     "capture_readers": capture_readers,
     "packets": packets,
@@ -180,6 +221,8 @@ SEEDS = {
     "records": records,
     "embedded": embedded,
     "dataset_writer": dataset_writer,
+    "v07_connection": v07_connection,
+    "v07_messages": v07_messages,
 }
 
 

@@ -271,6 +271,52 @@ def dataset_writer(data: bytes) -> None:
             raise InvariantBroken(f"rows written {rows} differ from the counts {c}")
 
 
+# -- Kafka 0.7 ---------------------------------------------------------------------------------
+
+def v07_connection(data: bytes) -> None:
+    """Bytes per direction into a connection that picks its protocol (tag bit 3 of the first
+    chunk: forced 0.7): as ``dissector_connection``, and an unsynced 0.7 side never holds more
+    than the resync window."""
+    from dissector.protocols import AutoConnection
+    from dissector.v07.connection import V07Connection
+
+    items = list(chunks(data))
+    first = items[0][0] if items else 0
+    options = Options(max_frame_size=1 << 20)
+    conn = (V07Connection if first & 8 else AutoConnection)(options, mid_stream=bool(first & 4))
+    events: list[Event] = []
+    ts = 1_000_000
+    for tag, b in items:
+        ts += 1000
+        direction = Direction.TO_CLIENT if tag & 1 else Direction.TO_BROKER
+        events += conn.gap(direction, ts, len(b) or None) if tag & 2 else conn.feed(direction, b, ts)
+        inner = getattr(conn, "inner", conn)
+        if isinstance(inner, V07Connection) and any(len(side.buf) > (2 << 20) for side in inner._sides):
+            raise InvariantBroken("a 0.7 side holds more than a frame plus the resync window")
+    events += conn.close(ts + 1)
+    check_events(events, DISSECTOR_ANOMALIES)
+    requests = {id(e) for e in events if isinstance(e, Request)}
+    ended = [id(e.request) for e in events if isinstance(e, Exchange) and e.request is not None]
+    if sorted(ended) != sorted(requests):
+        raise InvariantBroken(f"{len(requests)} requests but {len(ended)} exchanges with a request")
+
+
+def v07_messages(data: bytes) -> None:
+    """A 0.7 message set: ``summarize`` and ``decode_message_set`` never raise, the cap holds,
+    and a clean set's summary counts what the full decode finds at the top level."""
+    from dissector.v07.messages import decode_message_set, summarize as summarize07
+
+    s = summarize07(data, 0)
+    ms = decode_message_set(data, 0, max_decompressed=MAX_DECOMPRESSED)
+    size = sum(len(m.payload) for m in ms.leaves())
+    if size > MAX_DECOMPRESSED + len(data):
+        raise InvariantBroken(f"{size} payload bytes out of {len(data)} input bytes")
+    if s.error is None and ms.error is None and s.batch_count != len(ms.messages):
+        raise InvariantBroken(f"summary counts {s.batch_count}, full decode {len(ms.messages)}")
+    s.to_dict()
+    [m.to_dict() for m in ms.messages]
+
+
 @dataclass(frozen=True)
 class Target:
     fn: Callable[[bytes], None]
@@ -286,4 +332,6 @@ TARGETS: dict[str, Target] = {
     "records": Target(records, 1536, 10, 1 << 16),
     "embedded": Target(embedded, 512, 5, 1 << 12),
     "dataset_writer": Target(dataset_writer, 1536, 20, 1 << 16),
+    "v07_connection": Target(v07_connection, 1024, 10, 1 << 16),
+    "v07_messages": Target(v07_messages, 1024, 10, 1 << 16),
 }
