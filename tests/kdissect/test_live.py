@@ -418,3 +418,30 @@ def test_spool_full_shows_on_the_status_and_in_the_dataset(tmp_path: Path) -> No
     counted = sum(int(re.search(r"lost (\d+) packets", d).group(1)) for d in drops.detail)
     assert counted == int(lost.group(1).replace(",", "")) > 0
     _no_leftovers(out)
+
+
+@pytest.mark.slow
+@needs_root
+def test_second_signal_stops_decoding_and_keeps_the_rest_as_pcapng(tmp_path: Path) -> None:
+    from tests.brokers import free_port
+    sys.path.insert(0, str(REPO))
+    from tests.capture.test_live import _flood
+    port = free_port()
+    out = tmp_path / "out"
+    live = _live(out, "lo", port, "--rotate", "1")
+    os.kill(live.pid, signal.SIGSTOP)
+    try:
+        _flood(port, 64 << 20)
+        time.sleep(1)
+    finally:
+        os.kill(live.pid, signal.SIGCONT)
+    live.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    live.send_signal(signal.SIGINT)
+    rc, err = _finish(live)
+    assert rc == 130, err
+    assert "not decoded " in err and "files " in err, err
+    kept = list((out / "pcap").glob("*.pcapng"))
+    assert kept
+    _decode(kept, tmp_path / "rest")       # what was not decoded is a readable capture
+    _no_leftovers(out)
