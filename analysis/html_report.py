@@ -40,6 +40,7 @@ Results = Mapping[str, Sequence[Mapping[str, Any]]]
 DEFAULT_TITLE = "kafka-dissect report"
 TOP_ROWS = 12      # rows shown per table; the rest fold into a <details>
 MAX_ROWS = 1000    # rows written per table at all, so a huge table cannot bloat the page
+GANTT_GROUPS = 12  # rebalance timelines drawn; the table lists every group
 
 
 def plotly_js() -> str:
@@ -198,9 +199,8 @@ def table_html(spec: TableSpec, rows: Sequence[Mapping[str, Any]], fmt: CellForm
     return "\n".join(parts)
 
 
-def _nodata(name: str, why: str = "") -> str:
-    reason = why or f"{name} is empty or missing"
-    return f'<div class="nodata">no data <span>({html.escape(reason)})</span></div>'
+def _nodata(name: str) -> str:
+    return f'<div class="nodata">no data <span>({html.escape(name)} is empty or missing)</span></div>'
 
 
 LAT = ("count", "mean_ms", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms")
@@ -213,7 +213,7 @@ TABLES = {t.name: t for t in (
                                                               "baseline_p99_ms", "ratio"), ("ratio",)),
     TableSpec("latency_by_client", "By client id", ("client_id", *LAT_SHORT), ("p99_ms",)),
     TableSpec("latency_by_broker", "By broker", ("broker", *LAT_SHORT), ("p99_ms",)),
-    TableSpec("latency_by_topic", "By topic", ("topic", *LAT_SHORT), ("p99_ms",)),
+    TableSpec("latency_by_topic", "By topic", ("topic", "api_name", *LAT_SHORT), ("p99_ms",)),
     TableSpec("latency_by_size", "Produce latency by request size", ("size_bucket", "count", "p50_ms", "p99_ms"),
               (), ("size_bucket",)),
     TableSpec("idle_fetches", "Idle fetches (long polls, left out of Fetch latency)",
@@ -279,10 +279,11 @@ class Page:
     def rows(self, name: str) -> list[Mapping[str, Any]]:
         return rows_of(self.results, name)
 
-    def chart(self, chart_id: str, title: str, figure: dict | None, source: str, why: str = "") -> str:
+    def chart(self, chart_id: str, title: str, figure: dict | None, source: str, instead: str = "") -> str:
+        """A chart, or when there is nothing to draw, "no data" (or ``instead``, when that says more)."""
         self.shown.add(source)
         if figure is None:
-            body = _nodata(source, why)
+            body = f'<div class="nodata">{html.escape(instead)}</div>' if instead else _nodata(source)
         else:
             self.figures[chart_id] = figure
             body = f'<div class="kd-chart" id="{chart_id}"></div>'
@@ -299,6 +300,24 @@ class Page:
         self.nav.append((anchor, title))
         self.sections.append(f'<section class="block" id="{anchor}"><h2>{html.escape(title)}</h2>'
                              f'<p class="blurb">{blurb}</p>' + "\n".join(parts) + "</section>")
+
+
+def _gantts(p: Page) -> list[str]:
+    """One rebalance timeline per group, the most rebalanced first."""
+    rebalances, members = p.rows("rebalances"), p.rows("group_members")
+    p.shown.add("group_members")
+    seen = charts.group_last_seen(rebalances, p.rows("offset_commits"), p.rows("consumer_lag"))
+    gantts = charts.rebalance_gantts(rebalances, members, seen, limit=GANTT_GROUPS)
+    if not gantts:
+        return [p.chart("ch-rebalances", "Rebalance timeline per group", None, "rebalances")]
+    out = []
+    for i, (group, n, fig) in enumerate(gantts):
+        out.append(p.chart(f"ch-rebalances-{i}", f"Rebalance timeline of {group}: {n} rebalance{'s' * (n != 1)}",
+                           fig, "rebalances"))
+    more = len({str(r.get("group_id")) for r in rebalances}) - len(gantts)
+    if more > 0:
+        out.append(f'<p class="blurb">{more} more groups with fewer rebalances: see the table.</p>')
+    return out
 
 
 def _header(results: object, title: str, fmt: CellFormat) -> str:
@@ -349,9 +368,12 @@ def _duration(seconds: float) -> str:
 
 
 def _day(results: object) -> dt.date | None:
+    """The capture's day when it spans one day only (then table times leave the date out)."""
     summary = rows_of(results, "summary")
-    ts = charts.parse_ts(summary[0].get("first_ts")) if summary else None
-    return ts.date() if ts else None
+    if not summary:
+        return None
+    first, last = charts.parse_ts(summary[0].get("first_ts")), charts.parse_ts(summary[0].get("last_ts"))
+    return first.date() if first and last and first.date() == last.date() else None
 
 
 def render(results: Results, *, title: str = DEFAULT_TITLE) -> str:
@@ -391,20 +413,19 @@ def render(results: Results, *, title: str = DEFAULT_TITLE) -> str:
                 charts.throughput_over_time(p.rows("throughput_over_time")), "throughput_over_time"),
         p.table("throughput_by_topic"),
         '<div class="grid2">' + p.table("top_clients") + p.table("produce_to_fetch") + "</div>")
-    last_ts = summary[0].get("last_ts") if summary else None
     p.section(
         "groups", "Consumer groups",
-        "Each group's rebalances (red: from the first JoinGroup to the last SyncGroup response) and the "
-        "generations its members held between them.",
-        p.chart("ch-rebalances", "Rebalance timeline per group",
-                charts.rebalance_gantt(p.rows("rebalances"), p.rows("group_members"), last_ts), "rebalances"),
-        p.table("rebalances"), p.table("group_members"), p.table("offset_commits"))
-    p.shown.add("group_members")
+        "Rebalance timeline per group: red, each rebalance (from the first JoinGroup of a generation to its "
+        "last SyncGroup response, or the heartbeat that delivered a KIP-848 assignment); coloured, the "
+        "generation each member held until the next one (the last until the group was last seen).",
+        *_gantts(p), p.table("rebalances"), p.table("group_members"), p.table("offset_commits"))
     p.section(
         "lag", "Consumer lag",
         "Per partition: the latest high watermark seen in Fetch or ListOffsets responses minus the latest "
         "committed offset (or fetch position). It is what the wire showed, not the broker's live state.",
-        p.chart("ch-lag", "Lag per partition", charts.lag_per_partition(p.rows("consumer_lag")), "consumer_lag"),
+        p.chart("ch-lag", "Lag per partition", charts.lag_per_partition(p.rows("consumer_lag")), "consumer_lag",
+                "every partition is at lag 0" if any(charts.number(r.get("lag")) is not None
+                                                     for r in p.rows("consumer_lag")) else ""),
         p.table("consumer_lag"))
     p.section("producers", "Producers", "Idempotent and transactional producers and their transactions.",
               p.table("producers"))
@@ -492,7 +513,7 @@ figcaption, .card h3 { font-weight: 600; font-size: 14px; margin: 0 0 6px; }
 .grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 12px; }
 .grid2 > .card { margin: 0; }
 .grid2 + * { margin-top: 12px; }
-.kd-chart { width: 100%; min-height: 220px; }
+.kd-chart { width: 100%; min-height: 120px; }
 .nodata { color: var(--muted); padding: 18px 8px; text-align: center; font-style: italic; }
 .nodata span { font-size: 12px; }
 .tablewrap { overflow-x: auto; }

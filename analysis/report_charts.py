@@ -218,22 +218,33 @@ def throughput_over_time(rows: Sequence[Row]) -> Figure | None:
     return {"data": data, "layout": layout}
 
 
-def _member_labels(group: str, members: list[Row]) -> dict[str, str]:
-    """member_id -> row label; the client id, told apart by the member id when it repeats."""
-    per_client: dict[str, set[str]] = {}
-    for m in members:
-        per_client.setdefault(str(m.get("client_id")), set()).add(str(m.get("member_id")))
-    labels = {}
-    for m in members:
-        cid, mid = str(m.get("client_id")), str(m.get("member_id"))
-        suffix = f" ({mid[-6:]})" if len(per_client[cid]) > 1 else ""
-        labels[mid] = f"{group} · {cid}{suffix}"
-    return labels
+def group_last_seen(*tables: Sequence[Row]) -> dict[str, dt.datetime]:
+    """Per group id, the latest time any of these rows saw it (rebalance ends, commits, lag readings).
+
+    A group's last generation is drawn until then: past that the wire says nothing, and with several
+    captures in one dataset the global end could be days after a group's capture stopped."""
+    out: dict[str, dt.datetime] = {}
+    for rows in tables:
+        for r in rows:
+            if r.get("group_id") is None:
+                continue
+            for col in ("end_ts", "start_ts", "ts", "committed_ts", "high_watermark_ts", "fetch_ts", "last_ts"):
+                ts = parse_ts(r.get(col))
+                g = str(r["group_id"])
+                if ts is not None and (g not in out or ts > out[g]):
+                    out[g] = ts
+    return out
 
 
-def rebalance_gantt(rebalances: Sequence[Row], members: Sequence[Row], capture_end: object = None) -> Figure | None:
-    """Per group: a "rebalancing" row with each rebalance's span, and one row per member with a bar per
-    generation it held, from the end of that rebalance to the start of the next (or the capture's end)."""
+def rebalance_gantts(rebalances: Sequence[Row], members: Sequence[Row],
+                     last_seen: Mapping[str, dt.datetime] | None = None,
+                     limit: int = 12) -> list[tuple[str, int, Figure]]:
+    """(group id, rebalances, figure) per group, the groups with the most rebalances first (at most ``limit``).
+
+    Each figure has a "rebalancing" lane with every rebalance's span and one lane per member with a
+    bar per generation it held, from the end of that rebalance to the start of the next (the last
+    one to the group's last sighting). One figure per group, because groups of different captures
+    can be days apart and would share no useful time axis."""
     groups: dict[str, list[Row]] = {}
     for r in rebalances:
         start = parse_ts(r.get("start_ts")) or parse_ts(r.get("end_ts"))
@@ -241,57 +252,61 @@ def rebalance_gantt(rebalances: Sequence[Row], members: Sequence[Row], capture_e
             continue
         end = parse_ts(r.get("end_ts")) or start
         groups.setdefault(str(r.get("group_id")), []).append({**r, "_start": start, "_end": max(end, start)})
-    if not groups:
-        return None
     by_gen: dict[tuple[str, str], list[Row]] = {}
     for m in members:
         by_gen.setdefault((str(m.get("group_id")), str(m.get("generation_id"))), []).append(m)
-    last = parse_ts(capture_end)
-    order = sorted(groups, key=lambda g: (-len(groups[g]), g))
-    lanes: dict[str, list[str]] = {}  # per group: its rebalancing lane, then members by first appearance
-    reb = {"y": [], "base": [], "x": [], "text": [], "hover": []}
-    mem = {"y": [], "base": [], "x": [], "text": [], "hover": [], "color": []}
-    for g in order:
-        gens = sorted(groups[g], key=lambda r: (r["_start"], number(r.get("generation_id")) or 0))
-        lane = f"{g} · rebalancing"
-        lanes[g] = [lane]
-        for i, r in enumerate(gens):
-            gen = r.get("generation_id")
-            ms = max((r["_end"] - r["_start"]).total_seconds() * 1000, 0.0)
-            errs = r.get("errors") or []
-            reb["y"].append(esc(lane))
-            reb["base"].append(plotly_ts(r["_start"]))
-            reb["x"].append(max(ms, 1.0))  # a zero-length rebalance still gets a visible sliver
-            reb["text"].append(f"g{esc(gen)}")
-            reb["hover"].append(
-                f"<b>{esc(g)}</b> generation {esc(gen)}<br>rebalance {ms:,.0f} ms, {esc(r.get('members'))} members"
-                f"<br>protocol {esc(r.get('protocol'))}"
-                + (f"<br>reason: {esc(r.get('reason'))}" if r.get("reason") else "")
-                + (f"<br>errors: {esc(', '.join(map(str, errs)))}" if errs else ""))
-            held_from = r["_end"]
-            held_to = gens[i + 1]["_start"] if i + 1 < len(gens) else (last if last and last > held_from else None)
-            if held_to is None:
-                held_to = held_from + dt.timedelta(seconds=1)
-            rows = by_gen.get((g, str(gen)))
-            if not rows:  # no group_members table: the client ids the rebalance row lists
-                rows = [{"client_id": c, "member_id": f"{c}#{n}", "assigned_partitions": None}
-                        for n, c in enumerate(r.get("member_client_ids") or [])]
-            labels = _member_labels(g, rows)
-            for m in rows:
-                label = labels[str(m.get("member_id"))]
-                if label not in lanes[g]:
-                    lanes[g].append(label)
-                parts = m.get("assigned_partitions") or []
-                mem["y"].append(esc(label))
-                mem["base"].append(plotly_ts(held_from))
-                mem["x"].append(max((held_to - held_from).total_seconds() * 1000, 1.0))
-                mem["text"].append(f"g{esc(gen)}")
-                mem["color"].append(PALETTE[i % len(PALETTE)])
-                mem["hover"].append(
-                    f"<b>{esc(m.get('client_id'))}</b> in {esc(g)}, generation {esc(gen)}"
-                    f"<br>member {esc(m.get('member_id'))}"
-                    + (f"<br>partitions: {esc(', '.join(map(str, parts)))}" if parts else ""))
-    ordered = [lane for g in order for lane in lanes[g]]
+    order = sorted(groups, key=lambda g: (-len(groups[g]), g))[:limit]
+    return [(g, len(groups[g]), _gantt(g, groups[g], by_gen, (last_seen or {}).get(g))) for g in order]
+
+
+def _gantt(g: str, rows: list[Row], by_gen: Mapping[tuple[str, str], list[Row]],
+           last_seen: dt.datetime | None) -> Figure:
+    gens = sorted(rows, key=lambda r: (r["_start"], number(r.get("generation_id")) or 0))
+    span = (max(last_seen or gens[-1]["_end"], gens[-1]["_end"]) - gens[0]["_start"]).total_seconds()
+    stub = dt.timedelta(seconds=max(span * 0.01, 0.05))  # nothing seen after a rebalance: a visible sliver
+    lane = "<i>rebalancing</i>"  # markup no escaped client id can produce, so no member lane can clash
+    lanes = [lane]
+    reb: dict[str, list] = {"y": [], "base": [], "x": [], "text": [], "hover": []}
+    mem: dict[str, list] = {"y": [], "base": [], "x": [], "text": [], "hover": [], "color": []}
+    for i, r in enumerate(gens):
+        gen = r.get("generation_id")
+        ms = max((r["_end"] - r["_start"]).total_seconds() * 1000, 0.0)
+        errs = r.get("errors") or []
+        reb["y"].append(lane)
+        reb["base"].append(plotly_ts(r["_start"]))
+        reb["x"].append(max(ms, stub.total_seconds() * 1000 / 4))  # an instant rebalance stays visible
+        reb["text"].append(f"g{esc(gen)}")
+        reb["hover"].append(
+            f"<b>{esc(g)}</b> generation {esc(gen)}<br>rebalance {ms:,.1f} ms, {esc(r.get('members'))} members"
+            f"<br>protocol {esc(r.get('protocol'))}"
+            + (f"<br>reason: {esc(r.get('reason'))}" if r.get("reason") else "")
+            + (f"<br>errors: {esc(', '.join(map(str, errs)))}" if errs else ""))
+        held_from = r["_end"]
+        if i + 1 < len(gens):
+            held_to, until = gens[i + 1]["_start"], "the next rebalance"
+        elif last_seen is not None and last_seen > held_from:
+            held_to, until = last_seen, "the group was last seen"
+        else:
+            held_to, until = held_from + stub, "nothing seen after this rebalance"
+        gen_members = by_gen.get((g, str(gen)))
+        if not gen_members:  # no group_members table: the client ids the rebalance row lists
+            gen_members = [{"client_id": c, "member_id": f"{c}#{n}", "assigned_partitions": None}
+                           for n, c in enumerate(r.get("member_client_ids") or [])]
+        labels = _member_labels(gen_members)
+        for m in gen_members:
+            label = labels[str(m.get("member_id"))]
+            if label not in lanes:
+                lanes.append(label)
+            parts = m.get("assigned_partitions") or []
+            mem["y"].append(label)
+            mem["base"].append(plotly_ts(held_from))
+            mem["x"].append(max((held_to - held_from).total_seconds() * 1000, 1.0))
+            mem["text"].append(f"g{esc(gen)}")
+            mem["color"].append(PALETTE[i % len(PALETTE)])
+            mem["hover"].append(
+                f"<b>{esc(m.get('client_id'))}</b>, generation {esc(gen)}<br>member {esc(m.get('member_id'))}"
+                f"<br>held until {until}"
+                + (f"<br>partitions: {esc(', '.join(map(str, parts)))}" if parts else ""))
     common = {"type": "bar", "orientation": "h", "textposition": "inside", "insidetextanchor": "middle",
               "textfont": {"color": "#fff", "size": 10}, "hovertemplate": "%{hovertext}<extra></extra>"}
     data = [
@@ -300,27 +315,45 @@ def rebalance_gantt(rebalances: Sequence[Row], members: Sequence[Row], capture_e
         {**common, "name": "rebalancing", "y": reb["y"], "base": reb["base"], "x": reb["x"], "text": reb["text"],
          "hovertext": reb["hover"], "marker": {"color": "#C62828"}},
     ]
-    layout = _layout("", height=max(220, 60 + 26 * len(ordered)), barmode="overlay", showlegend=True,
-                     legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0})
-    layout["yaxis"].update(type="category", categoryorder="array", categoryarray=[esc(c) for c in ordered],
-                           autorange="reversed", title={"text": ""}, gridcolor="#f2f2f6")
-    layout["margin"].update(l=10, t=40)
+    layout = _layout("", height=90 + 28 * len(lanes), barmode="overlay", showlegend=False)
+    layout["yaxis"].update(type="category", categoryorder="array", categoryarray=lanes, autorange="reversed",
+                           title={"text": ""}, gridcolor="#f2f2f6")
+    layout["margin"].update(l=10, t=28, b=40)  # room for the mode bar above the first lane
+    layout["xaxis"]["title"] = {"text": ""}
     return {"data": data, "layout": layout}
+
+
+def _member_labels(members: list[Row]) -> dict[str, str]:
+    """member_id -> lane label: the client id, told apart by the member id when it repeats."""
+    per_client: dict[str, set[str]] = {}
+    for m in members:
+        per_client.setdefault(str(m.get("client_id")), set()).add(str(m.get("member_id")))
+    labels = {}
+    for m in members:
+        cid, mid = str(m.get("client_id")), str(m.get("member_id"))
+        suffix = f" ({esc(mid[-6:])})" if len(per_client[cid]) > 1 else ""
+        labels[mid] = f"{esc(cid)}{suffix}"
+    return labels
 
 
 def lag_per_partition(rows: Sequence[Row], limit: int = 40) -> Figure | None:
     """Horizontal bars, the most lagging partition on top; one colour per consumer group (or client
-    without a group). Partitions at lag 0 stay in: a caught-up consumer is an answer too."""
+    without a group). Partitions at lag 0 are counted in a note rather than drawn as empty lanes."""
     bars: list[tuple[float, str, Row]] = []
+    caught_up = 0
     for r in rows:
         lag = number(r.get("lag"))
         if lag is None:
+            continue
+        if lag <= 0:
+            caught_up += 1
             continue
         owner = r.get("group_id") or (f"client {r.get('client_id')}" if r.get("client_id") else "-")
         bars.append((lag, str(owner), r))
     if not bars:
         return None
     bars.sort(key=lambda b: (-b[0], b[1], str(b[2].get("topic")), number(b[2].get("partition")) or 0))
+    hidden = len(bars) - limit
     bars = bars[:limit]
     owners = list(dict.fromkeys(o for _, o, _ in bars))
     labels = [f"{esc(r.get('topic'))}-{esc(r.get('partition'))} · {esc(o)}" for _, o, r in bars]
@@ -335,9 +368,12 @@ def lag_per_partition(rows: Sequence[Row], limit: int = 40) -> Figure | None:
             "hovertemplate": ("%{y}<br>lag %{x:,}<br>committed %{customdata[0]}, fetch position %{customdata[1]}"
                               "<br>high watermark %{customdata[2]}<extra></extra>"),
         })
-    layout = _layout("", x_title="lag (records)", x_type="linear", height=max(200, 70 + 20 * len(bars)),
-                     barmode="overlay", legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0})
+    notes = [f"{caught_up} partition rows at lag 0"] if caught_up else []
+    if hidden > 0:
+        notes.append(f"{hidden} smaller lags not drawn")
+    layout = _layout("", x_title="lag (records)" + (f" · {'; '.join(notes)} (see the table)" if notes else ""),
+                     x_type="linear", height=max(200, 90 + 22 * len(bars)), barmode="overlay")
     layout["yaxis"].update(type="category", categoryorder="array", categoryarray=labels, autorange="reversed",
                            title={"text": ""})
-    layout["margin"].update(l=10, t=40)
+    layout["margin"].update(l=10, t=28)
     return {"data": data, "layout": layout}

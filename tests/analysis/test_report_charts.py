@@ -47,32 +47,44 @@ def test_gantt_spans_rebalances_and_the_generations_members_hold() -> None:
          "members": 1, "member_client_ids": ["a"]},
         {"group_id": "g", "generation_id": 2, "start_ts": "2026-11-23T19:00:10Z", "end_ts": "2026-11-23T19:00:12.5Z",
          "members": 2, "member_client_ids": ["a", "b"], "errors": ["REBALANCE_IN_PROGRESS"]},
+        {"group_id": "h", "generation_id": 7, "start_ts": "2026-11-21T05:00:00Z", "end_ts": "2026-11-21T05:00:01Z",
+         "members": 1, "member_client_ids": ["<c>"]},
     ]
     members = [{"group_id": "g", "generation_id": 2, "member_id": "a-1", "client_id": "a",
                 "assigned_partitions": ["t-0"]},
                {"group_id": "g", "generation_id": 2, "member_id": "a-2", "client_id": "a",
                 "assigned_partitions": ["t-1"]}]
-    fig = charts.rebalance_gantt(rebalances, members, capture_end="2026-11-23T19:00:20Z")
-    assert fig is not None
+    commits = [{"group_id": "g", "ts": "2026-11-23T19:00:20Z"}]
+    seen = charts.group_last_seen(rebalances, commits)
+    assert seen["g"] == charts.parse_ts("2026-11-23T19:00:20Z")
+    (g, n, fig), (h, m, other) = charts.rebalance_gantts(rebalances, members, seen)
+    assert (g, n, h, m) == ("g", 2, "h", 1)
     held, reb = fig["data"]
     assert reb["x"] == [3000.0, 2500.0] and reb["base"][1] == "2026-11-23 19:00:10.000000"
     assert "REBALANCE_IN_PROGRESS" in reb["hovertext"][1]
     # generation 1 (from member_client_ids): held from its end to generation 2's start, 7 s;
-    # generation 2 (from group_members, two members sharing a client id): to the capture's end, 7.5 s.
+    # generation 2 (from group_members, two members sharing a client id): until the last commit, 7.5 s.
     assert held["x"] == [7000.0, 7500.0, 7500.0]
-    assert held["y"] == ["g · a", "g · a (a-1)", "g · a (a-2)"]
-    assert fig["layout"]["yaxis"]["categoryarray"] == ["g · rebalancing", "g · a", "g · a (a-1)", "g · a (a-2)"]
+    assert held["y"] == ["a", "a (a-1)", "a (a-2)"]
+    assert fig["layout"]["yaxis"]["categoryarray"] == ["<i>rebalancing</i>", "a", "a (a-1)", "a (a-2)"]
+    # Group h was seen only during its rebalance: a sliver (1% of its 1 s span, at least 50 ms), escaped lane.
+    held_h, _ = other["data"]
+    assert held_h["y"] == ["&lt;c&gt;"] and held_h["x"] == [50.0]
+    assert charts.rebalance_gantts([], []) == []
 
 
-def test_lag_bars_worst_first_keep_caught_up_partitions() -> None:
+def test_lag_bars_worst_first_and_caught_up_partitions_counted() -> None:
     rows = [{"group_id": "g", "topic": "t", "partition": 0, "lag": 0},
             {"group_id": "g", "topic": "t", "partition": 1, "lag": 7},
+            {"group_id": "g", "topic": "t", "partition": 2, "lag": 3},
             {"group_id": None, "client_id": "c", "topic": "t", "partition": 1, "lag": 9},
             {"group_id": "h", "topic": "t", "partition": 2, "lag": None}]
     fig = charts.lag_per_partition(rows)
     assert fig is not None
-    assert fig["layout"]["yaxis"]["categoryarray"] == ["t-1 · client c", "t-1 · g", "t-0 · g"]
-    assert [(t["name"], t["x"]) for t in fig["data"]] == [("client c", [9.0]), ("g", [7.0, 0.0])]
+    assert fig["layout"]["yaxis"]["categoryarray"] == ["t-1 · client c", "t-1 · g", "t-2 · g"]
+    assert [(t["name"], t["x"]) for t in fig["data"]] == [("client c", [9.0]), ("g", [7.0, 3.0])]
+    assert "1 partition rows at lag 0" in fig["layout"]["xaxis"]["title"]["text"]
+    assert charts.lag_per_partition([{"group_id": "g", "lag": 0}]) is None  # nothing to draw: the page says why
 
 
 def test_errors_stack_per_error_and_api() -> None:
