@@ -87,12 +87,14 @@ def _tree(rev: str | None, work: Path) -> Path:
     return dest
 
 
-def _records(out: Path) -> tuple[int, int]:
+def _records(out: Path) -> tuple[int, int, int]:
+    """Produce records and Produce exchanges in the dataset, and its gap anomalies."""
     import pyarrow.dataset as ds
     parts = ds.dataset(out / "partitions", format="parquet").to_table().to_pandas()
+    ex = ds.dataset(out / "exchanges", format="parquet").to_table(columns=["api_key"]).to_pandas()
     an = ds.dataset(out / "anomalies", format="parquet").to_table().to_pandas()
     produced = parts[(parts.api_key == 0) & (parts.direction == "request")].record_count.fillna(0).sum()
-    return int(produced), int((an.kind == "gap").sum())
+    return int(produced), int((ex.api_key == 0).sum()), int((an.kind == "gap").sum())
 
 
 def run_once(tree: Path, kind: str, rate: float, seconds: float, work: Path) -> dict:
@@ -119,7 +121,8 @@ def run_once(tree: Path, kind: str, rate: float, seconds: float, work: Path) -> 
         _, err = live.communicate(timeout=600)
         exit_after = time.monotonic() - stop
     delivered = int(m.group(1))
-    records, gaps = _records(out)
+    records, produces, gaps = _records(out)
+    packets = re.search(r"^live lo: ([\d,]+) packets", err, re.M)
     # "lost N packets dropped by the kernel ..." (spool) or "kernel dropped N packets" (before it)
     kernel = re.findall(r"([\d,]+) packets dropped by the kernel|kernel dropped ([\d,]+)", err)
     drops = sum(int(g.replace(",", "")) for pair in kernel for g in pair if g)
@@ -128,7 +131,8 @@ def run_once(tree: Path, kind: str, rate: float, seconds: float, work: Path) -> 
     backlog = re.search(r"backlog +(.*)", err)
     shutil.rmtree(out, ignore_errors=True)
     return {"kind": kind, "rate": rate, "delivered": delivered, "failed": int(m.group(2)), "records": records,
-            "gaps": gaps, "drops": drops, "zero_loss": records == delivered and not drops and not gaps,
+            "produce_exchanges_per_s": round(produces / seconds),
+            "packets": int(packets.group(1).replace(",", "")) if packets else None, "gaps": gaps, "drops": drops, "zero_loss": records == delivered and not drops and not gaps,
             "produce_s": round(produced_for, 1), "exit_after_stop_s": round(exit_after, 1),
             "backlog": backlog.group(1) if backlog else "", "load": open("/proc/loadavg").read().split()[0]}
 
@@ -141,6 +145,7 @@ def main() -> int:
     ap.add_argument("--baseline", metavar="REV", help="also measure this git revision (e.g. e22e0cf~1)")
     ap.add_argument("--small", default="2000,5000,10000,20000", help="messages/s to try, ascending")
     ap.add_argument("--large", default="10,20,40,80", help="MB/s to try, ascending")
+    ap.add_argument("--skip-after", action="store_true", help="measure only the baseline")
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--catchup", type=float, metavar="RATE", help="small messages/s above the decoder's speed")
     a = ap.parse_args()
@@ -148,7 +153,7 @@ def main() -> int:
         print("bench_live: live capture needs root", file=sys.stderr)
         return 1
     work = Path(tempfile.mkdtemp(prefix="kdissect-bench-live-"))
-    versions = [("after", None)] + ([("before", a.baseline)] if a.baseline else [])
+    versions = ([] if a.skip_after else [("after", None)]) + ([("before", a.baseline)] if a.baseline else [])
     try:
         for label, rev in versions:
             tree = _tree(rev, work)

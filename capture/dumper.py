@@ -36,6 +36,7 @@ import sys
 import time
 
 SOL_PACKET = 263
+SOL_SOCKET = socket.SOL_SOCKET
 PACKET_AUXDATA = 8
 PACKET_STATISTICS = 6
 SO_TIMESTAMPNS = 35
@@ -170,31 +171,39 @@ class Dumper:
         recvmsg = self.sock.recvmsg
         snaplen = self.snaplen
         anc_size = socket.CMSG_SPACE(_AUX.size) + socket.CMSG_SPACE(_TIMESPEC.size)
+        dontwait = socket.MSG_DONTWAIT
         cooked = self.cooked
         spool = self.spool
         room = spool.max_bytes - spool.used()
+        epb = _EPB.pack
+        u32 = _U32.pack
+        ts_of = _TIMESPEC.unpack_from
+        aux_of = _AUX.unpack_from
+        pads = _PADS
+        left = limit if self.count is None else min(limit, self.count - self.packets)
+        drops = self.pending_drops
         out: list[bytes] = []
-        size = 0
-        n = 0
+        append = out.append
+        size = nbytes = n = written = cut = 0
         why = None
-        dropped = 0
-        while n < limit:
+        while n < left and size < BATCH_BYTES:
             try:
-                data, anc, _flags, addr = recvmsg(snaplen, anc_size, socket.MSG_DONTWAIT)
+                data, anc, _flags, addr = recvmsg(snaplen, anc_size, dontwait)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:
                 why = "interface" if exc.errno in _GONE else "error"
                 why += " " + (exc.strerror or str(exc))
                 break
+            n += 1
             ts = 0
             caplen = wirelen = len(data)
-            for level, kind, value in anc:
-                if kind == SO_TIMESTAMPNS and level == socket.SOL_SOCKET:
-                    sec, nsec = _TIMESPEC.unpack_from(value)
+            for level, kind, value in anc:        # SO_TIMESTAMPNS, then PACKET_AUXDATA
+                if kind == SO_TIMESTAMPNS and level == SOL_SOCKET:
+                    sec, nsec = ts_of(value)
                     ts = sec * 1_000_000_000 + nsec
-                elif level == SOL_PACKET and kind == PACKET_AUXDATA:
-                    status, wirelen, _, _, _, tci, tpid = _AUX.unpack_from(value)
+                elif kind == PACKET_AUXDATA and level == SOL_PACKET:
+                    status, wirelen, _, _, _, tci, tpid = aux_of(value)
                     if status & TP_STATUS_VLAN_VALID and not cooked:
                         # The kernel stripped the 802.1Q tag: put it back where it was.
                         data = data[:12] + struct.pack("!HH", tpid if status & TP_STATUS_VLAN_TPID_VALID
@@ -202,6 +211,7 @@ class Dumper:
                         wirelen += 4
                         caplen += 4
             if until_ts and ts > until_ts:
+                n -= 1
                 why = "drained"
                 break                    # arrived after the stop: not part of this capture
             if cooked:
@@ -210,35 +220,32 @@ class Dumper:
                 wirelen += _SLL.size
                 caplen += _SLL.size
             if wirelen > caplen:
-                self.cut += 1
+                cut += 1
             if not ts:
                 ts = time.time_ns()
             pad = -caplen & 3
-            drops = self.pending_drops
             blen = 32 + caplen + pad + (16 if drops else 0)
             if blen > room:
+                drops += 1
                 self.spool_drops += 1
-                self.pending_drops += 1
-                dropped += 1
-                n += 1
                 continue
             room -= blen
-            out.append(_EPB.pack(6, blen, 0, ts >> 32, ts & 0xFFFFFFFF, caplen, wirelen))
-            out.append(data)
+            append(epb(6, blen, 0, ts >> 32, ts & 0xFFFFFFFF, caplen, wirelen))
+            append(data)
             if drops:
-                out.append(_PADS[pad] + _DROPS_OPT.pack(4, 8, drops, 0) + _U32.pack(blen))
-                self.pending_drops = 0
+                append(pads[pad] + _DROPS_OPT.pack(4, 8, drops, 0) + u32(blen))
+                drops = 0
             else:
-                out.append(_PADS[pad] + _U32.pack(blen))
+                append(pads[pad] + u32(blen))
             size += blen
-            n += 1
-            self.packets += 1
-            self.bytes += caplen
-            if self.count is not None and self.packets >= self.count:
-                why = "count"
-                break
-            if size >= BATCH_BYTES:
-                break
+            nbytes += caplen
+            written += 1
+        self.pending_drops = drops
+        self.packets += written
+        self.bytes += nbytes
+        self.cut += cut
+        if why is None and self.count is not None and self.packets >= self.count:
+            why = "count"
         if out:
             spool.write(b"".join(out))
         return n, why

@@ -445,3 +445,13 @@ def test_second_signal_stops_decoding_and_keeps_the_rest_as_pcapng(tmp_path: Pat
     assert kept
     _decode(kept, tmp_path / "rest")       # what was not decoded is a readable capture
     _no_leftovers(out)
+
+
+@pytest.mark.parametrize("option", [("--rotate", "nan"), ("--rotate", "0.0001"), ("--duration", "nan"),
+                                    ("--duration", "inf"), ("--count", "0"), ("--spool-max", "1")])
+def test_live_options_are_validated(tmp_path: Path, option: tuple[str, str]) -> None:
+    p = _start("live", "-i", "lo", "-o", str(tmp_path / "out"), *option)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 2 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and option[0] in err
+    assert not (tmp_path / "out").exists()
