@@ -28,6 +28,7 @@ PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F
            "#8C564B", "#7F7F7F", "#17BECF", "#BCBD22")
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 MAX_SERIES = 12  # more lines than this are unreadable; the rest start hidden (legend click shows them)
+MAX_TRACES = 40  # series beyond this are left out of a chart (the tables hold them): bounds the page size
 
 
 def esc(value: object) -> str:
@@ -119,7 +120,7 @@ def latency_over_time(rows: Sequence[Row]) -> Figure | None:
         return None
     shown = "p99_ms" if "p99_ms" in stats else stats[-1]
     # The worst apis first, so the visible ones are those worth looking at.
-    order = sorted(series, key=lambda a: -max((number(r.get(shown)) or 0) for r in series[a]))
+    order = sorted(series, key=lambda a: -max((number(r.get(shown)) or 0) for r in series[a]))[:MAX_TRACES]
     data = []
     for i, api in enumerate(order):
         pts = series[api]
@@ -149,7 +150,7 @@ def latency_cdf(rows: Sequence[Row]) -> Figure | None:
         by_api.setdefault(str(r.get("api_name")), []).append((lo or hi, hi, n))
     if not by_api:
         return None
-    order = sorted(by_api, key=lambda a: -sum(n for *_, n in by_api[a]))
+    order = sorted(by_api, key=lambda a: -sum(n for *_, n in by_api[a]))[:MAX_TRACES]
     data = []
     for i, api in enumerate(order):
         buckets = sorted(by_api[api], key=lambda b: b[1])
@@ -177,7 +178,7 @@ def errors_over_time(rows: Sequence[Row]) -> Figure | None:
     series = _series(keyed, "_key", "window_start")
     if not series:
         return None
-    order = sorted(series, key=lambda k: -sum(number(r.get("count")) or 0 for r in series[k]))
+    order = sorted(series, key=lambda k: -sum(number(r.get("count")) or 0 for r in series[k]))[:MAX_TRACES]
     data = [{
         "type": "bar", "name": esc(k), "x": [plotly_ts(r["_ts"]) for r in series[k]],
         "y": [number(r.get("count")) for r in series[k]], "marker": {"color": PALETTE[i % len(PALETTE)]},
@@ -193,6 +194,7 @@ def throughput_over_time(rows: Sequence[Row]) -> Figure | None:
         return None
     order = sorted(series, key=lambda t: -sum((number(r.get("produced_bytes")) or 0) +
                                               (number(r.get("fetched_bytes")) or 0) for r in series[t]))
+    order = order[:MAX_TRACES // 2]  # two lines per topic
     data, cols = [], []
     for i, topic in enumerate(order):
         pts = series[topic]

@@ -114,3 +114,13 @@ def test_throughput_switches_between_records_and_bytes() -> None:
 def test_nothing_to_draw_gives_no_figure(builder) -> None:  # type: ignore[no-untyped-def]
     assert builder([]) is None
     assert builder([{"window_start": None, "count": None, "lag": None}]) is None
+
+
+def test_many_series_are_bounded() -> None:
+    rows = [{"window_start": f"2026-11-23T19:{m:02d}:00Z", "topic": f"t{t}", "produced_records": t + 1,
+             "produced_bytes": 100 * (t + 1)} for t in range(500) for m in range(3)]
+    fig = charts.throughput_over_time(rows)
+    assert fig is not None and len(fig["data"]) == charts.MAX_TRACES // 2
+    assert fig["data"][0]["name"] == "t499 · produced"  # the busiest topics are the ones kept
+    visible = [t for t in fig["data"] if t.get("visible") != "legendonly"]
+    assert len(visible) == charts.MAX_SERIES
