@@ -78,6 +78,7 @@ class _KeyFile:
             return False
         keys: list[int] = []
         offs: list[int] = []
+        parts: list[tuple[np.ndarray, np.ndarray]] = []     # Python ints only per 64k lines: flat temp memory
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._done)
@@ -94,6 +95,9 @@ class _KeyFile:
                             break
                         self._index(data[start:nl], pos + start, keys, offs)
                         start = nl + 1
+                        if len(keys) >= 65536:
+                            parts.append((np.array(keys, dtype=np.uint64), np.array(offs, dtype=np.uint64)))
+                            keys, offs = [], []
                     pos += start
                     tail = data[start:]
                     if len(tail) > _MAX_LINE:           # no newline for this long: not a key log line
@@ -105,8 +109,12 @@ class _KeyFile:
             return False
         self._done = pos
         if keys:
-            k = np.array(keys, dtype=np.uint64)
-            o = np.array(offs, dtype=np.uint64)
+            parts.append((np.array(keys, dtype=np.uint64), np.array(offs, dtype=np.uint64)))
+        if parts:
+            k = np.concatenate([p[0] for p in parts])
+            o = np.concatenate([p[1] for p in parts])
+            del parts
+            added = len(k)
             order = np.argsort(k, kind="stable")
             self._keys.append(k[order])
             self._offs.append(o[order])
@@ -114,8 +122,9 @@ class _KeyFile:
                 k, o = np.concatenate(self._keys), np.concatenate(self._offs)
                 order = np.argsort(k, kind="stable")
                 self._keys, self._offs = [k[order]], [o[order]]
-            self.lines += len(keys)
-        return bool(keys)
+            self.lines += added
+            return True
+        return False
 
     @staticmethod
     def _index(line: bytes, offset: int, keys: list[int], offs: list[int]) -> None:

@@ -136,3 +136,45 @@ def test_resumed_sessions_are_recognised() -> None:
 def test_explicit_ports_take_tls_without_sniffing() -> None:
     exchanges, anomalies, _ = decode(TLS / "tls12-chacha.pcap", keys("tls12-chacha"), ports=frozenset({9093}))
     assert not anomalies and sum(map(len, exchanges.values())) >= 70
+
+
+def _run_live(records, keylog: Path, write_keys_at: int, text: str) -> tuple[dict[str, list], dict[str, list]]:
+    from capture.pipeline import Pipeline
+
+    def source():
+        for i, rec in enumerate(records):
+            if i == write_keys_at:
+                with open(keylog, "a") as f:      # the client appends its lines after the handshakes
+                    f.write(text)
+            yield rec
+    p = Pipeline(CaptureOptions(tls_keylog=(str(keylog),), tls_keylog_live=True))
+    exchanges: dict[str, list] = defaultdict(list)
+    anomalies: dict[str, list] = defaultdict(list)
+    for ce in p.run(source()):
+        if isinstance(ce.event, Exchange):
+            exchanges[ce.conn.id].append(ce.event)
+        elif isinstance(ce.event, Anomaly):
+            anomalies[ce.conn.id].append(ce.event)
+    return exchanges, anomalies
+
+
+def test_live_key_log_read_as_it_grows_holds_records_until_keys_appear(tmp_path: Path) -> None:
+    _, records = pt.read_records(TLS / "tls13.pcap")
+    full, _, _ = decode(TLS / "tls13.pcap", keys("tls13"))
+    keylog = tmp_path / "live.keys"
+    keylog.write_text("# SSL/TLS secrets log file\n")
+    # The keys are written after the first connection's handshake and first requests (packet 12 of
+    # 335; it ends at 14): its records wait for them.
+    exchanges, anomalies = _run_live(records, keylog, 12, keys("tls13").read_text())
+    assert not anomalies
+    assert {c: [(e.api_key, e.correlation_id, e.status) for e in v] for c, v in exchanges.items()} == \
+        {c: [(e.api_key, e.correlation_id, e.status) for e in v] for c, v in full.items()}
+
+
+def test_live_key_log_that_never_gets_the_keys(tmp_path: Path) -> None:
+    _, records = pt.read_records(TLS / "tls12-gcm.pcap")
+    keylog = tmp_path / "live.keys"
+    keylog.write_text("")
+    exchanges, anomalies = _run_live(records, keylog, 10**9, "")
+    assert not exchanges and len(anomalies) == 10
+    assert all([a.kind for a in v] == ["tls"] for v in anomalies.values())
