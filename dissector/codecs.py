@@ -337,11 +337,14 @@ def _lz4_frame(data: bytes, start: int, limit: int) -> tuple[bytes, int]:
                     n = cramjam.lz4.decompress_block_into(block, scratch)
                     break
                 except Exception as e:  # noqa: BLE001
-                    if "large enough" not in str(e):
-                        raise DecompressionError(f"lz4: block at {bstart}: {e}") from None
+                    # A too-small buffer is not always reported as such: a block that
+                    # inflates a lot (4 MiB of zeros) fails as "Input invalid or too long?".
+                    # So any failure is retried with more room, up to the block size.
                     if len(scratch) < cap:
                         scratch = bytearray(min(cap, len(scratch) * 4))
                         continue
+                    if "large enough" not in str(e) and "too long" not in str(e):
+                        raise DecompressionError(f"lz4: block at {bstart}: {e}") from None
                     if cap > limit:
                         raise _too_big("lz4", f"> {limit}", limit) from None
                     raise DecompressionError(
@@ -363,7 +366,13 @@ class Budget:
     remaining: int
 
     def decompress(self, codec: int, data: bytes) -> bytes:
-        out = decompress(codec, data, self.remaining)
+        try:
+            out = decompress(codec, data, self.remaining)
+        except MemoryError:
+            # A limit set above what the process may allocate: the input decides the size, so
+            # this is the input's problem, reported like the limit itself.
+            raise DecompressionLimit(f"{codec_name(codec)}: out of memory inflating within the limit of "
+                                     f"{self.remaining} bytes") from None
         self.remaining -= len(out)
         return out
 

@@ -230,3 +230,14 @@ def test_render_bytes():
     assert render_bytes(b"\x00", "raw") == b"\x00"
     with pytest.raises(ValueError):
         render_bytes(b"x", "nope")  # type: ignore[arg-type]
+
+
+def test_lz4_frame_with_a_4mib_block_that_inflates_a_lot():
+    """Found building decompression bombs: cramjam reports a too-small output buffer for a
+    highly compressible block as "Input invalid or too long?", not as a buffer problem."""
+    lz4frame = pytest.importorskip("lz4.frame")
+    data = lz4frame.compress(bytes(4 << 20), block_size=lz4frame.BLOCKSIZE_MAX4MB, block_linked=False,
+                             content_checksum=False, store_size=False)
+    assert decompress(3, data, 8 << 20) == bytes(4 << 20)
+    with pytest.raises(DecompressionLimit):
+        decompress(3, data, 1 << 20)
