@@ -142,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="pcap/pcapng files (gzip ok) or directories of them")
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="dataset directory (created if missing)")
     _common(p, records=True)
+    p.add_argument("-j", "--jobs", type=_positive(int), default=_cores(), metavar="N",
+                   help="worker processes, each decoding a share of a capture's connections "
+                        f"(default: the number of cores, {_cores()}; 1: one process)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
 
     p = sub.add_parser("show", help="print Kafka messages one per line (-V: every field)",
@@ -186,6 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _version() -> str:
     try:
         from importlib.metadata import version
@@ -207,7 +217,7 @@ def _decode(args: argparse.Namespace) -> int:
     bar = ProgressLine(sys.stderr)
     bar.enabled = bar.enabled and not args.quiet
     try:
-        result = decode_files(args.inputs, args.output, options, bar)
+        result = decode_files(args.inputs, args.output, options, bar, jobs=args.jobs)
     finally:
         bar.clear()
     if not args.quiet:

@@ -14,27 +14,17 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from dissector.events import Anomaly, Exchange
 from dissector.topics import TopicRegistry
 
 from kdissect.errors import KdissectError
-from kdissect.rows import (
-    ConnectionLike,
-    Row,
-    RowOptions,
-    anomaly_row,
-    exchange_row,
-    partition_table_rows,
-    record_rows,
-    records_anomalies,
-    records_base,
-    records_problem_row,
-)
-from kdissect.tables import SCHEMAS
+from kdissect.rows import ConnectionLike, RowBuilder, RowOptions, Tally, Unresolved
+from kdissect.tables import COLUMNS
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 TABLES = ("exchanges", "partitions", "anomalies", "records")
 BATCH_ROWS = 20_000            # rows buffered per table before a row group is written
@@ -63,65 +53,121 @@ def prepare_outdir(outdir: str | os.PathLike[str], tables: tuple[str, ...] = TAB
     return out
 
 
-class TableWriter:
-    """Rows of one table into one Parquet file, a row group every ``batch_rows`` rows."""
+def remove_stale(name: str, keep: list[Path]) -> None:
+    """Files of an earlier decode of the same capture that ``keep`` does not replace.
 
-    def __init__(self, path: Path, schema: pa.Schema, batch_rows: int = BATCH_ROWS,
+    A capture's files are ``<name>.parquet``, or ``<name>-<k>of<n>.parquet`` when it
+    was decoded in ``n`` shares (``kdissect decode --jobs``), in each table directory.
+    """
+    if not keep:
+        return
+    kept = set(keep)
+    outdir = keep[0].parent.parent
+    for table in TABLES:
+        d = outdir / table
+        if not d.is_dir():
+            continue
+        for old in [d / f"{name}.parquet", *d.glob(f"{name}-*of*.parquet")]:
+            if old not in kept and _is_share_file(old.name, name):
+                old.unlink(missing_ok=True)
+
+
+def _is_share_file(file_name: str, name: str) -> bool:
+    if file_name == f"{name}.parquet":
+        return True
+    k, sep, n = file_name[len(name) + 1:-len(".parquet")].partition("of")
+    return bool(sep) and k.isdigit() and n.isdigit()
+
+
+class TableWriter:
+    """One table's column buffers, written to one Parquet file a row group at a time.
+
+    ``cols`` holds one list per column; row builders append to them directly and
+    the writer turns them into Arrow arrays when ``batch_rows`` rows (or
+    ``batch_bytes`` of weighed cells) are waiting. pyarrow is imported, and the
+    file opened, at the first flush, so a decode reaches its first packet without it.
+    """
+
+    def __init__(self, path: Path, table: str, batch_rows: int = BATCH_ROWS,
                  batch_bytes: int = BATCH_BYTES) -> None:
         self.path = path
         self.tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        self.schema = schema
-        self.rows = 0
-        # Rows are kept whole and turned into columns at flush: one list comprehension
-        # per column costs less than a Python-level append per cell as rows arrive.
-        self._rows: list[Row] = []
-        self._n = 0
-        self._buf_bytes = 0
+        self.table = table
+        self.rows = 0                          # written so far
+        self.cols: list[list] = [[] for _ in COLUMNS[table]]
+        self.weight = 0                        # weighed bytes waiting (JSON bodies, record bytes)
         self._batch_rows = batch_rows
         self._batch_bytes = batch_bytes
-        try:
-            self._writer = pq.ParquetWriter(self.tmp, schema, compression="zstd")
-        except OSError as exc:
-            raise KdissectError(f"{path.parent}: cannot write: {exc.strerror or exc}") from None
+        self._writer = None
 
     @property
     def pending(self) -> int:
-        return self._n
+        return len(self.cols[0])
 
-    def add(self, row: Row, size: int = 0) -> None:
-        self._rows.append(row)
-        self._n += 1
-        self._buf_bytes += size
-        if self._n >= self._batch_rows or self._buf_bytes >= self._batch_bytes:
-            self.flush()
+    def full(self) -> bool:
+        return len(self.cols[0]) >= self._batch_rows or self.weight >= self._batch_bytes
 
-    def flush(self) -> None:
-        if not self._n:
+    def flush(self, final: bool = False) -> None:
+        """Write what waits as row groups of at most ``batch_rows`` rows.
+
+        Unless ``final`` or over the byte budget, a remainder short of a whole row
+        group keeps waiting, so row groups come out ``batch_rows`` long.
+        """
+        n = len(self.cols[0])
+        if not n and self._writer is not None:
             return
-        rows = self._rows
-        arrays = [pa.array([row[name] for row in rows], type=f.type)
-                  for name, f in zip(self.schema.names, self.schema)]
-        table = pa.Table.from_arrays(arrays, schema=self.schema)
+        take = n
+        if not final and self.weight < self._batch_bytes:
+            take = n - n % self._batch_rows
+            if not take:
+                return
+        from kdissect.columns import to_arrow
+        import pyarrow as pa
+        schema = _schema(self.table)
+        cols = self.cols
+        arrays = [to_arrow(col if take == n else col[:take], f.type) for col, f in zip(cols, schema)]
+        table = pa.Table.from_arrays(arrays, schema=schema)
+        writer = self._open(schema)
         try:
-            self._writer.write_table(table)
+            for start in range(0, take, self._batch_rows):
+                writer.write_table(table.slice(start, self._batch_rows))
         except OSError as exc:
             raise KdissectError(f"{self.path.parent}: write failed: {exc.strerror or exc}") from None
-        self.rows += self._n
-        self._rows = []
-        self._n = 0
-        self._buf_bytes = 0
+        self.rows += take
+        for col in cols:
+            del col[:take]                     # in place: builders hold these lists' append methods
+        self.weight = 0
+
+    def _open(self, schema: pa.Schema):  # type: ignore[no-untyped-def]
+        if self._writer is None:
+            import pyarrow.parquet as pq
+            try:
+                self._writer = pq.ParquetWriter(self.tmp, schema, compression="zstd")
+            except OSError as exc:
+                raise KdissectError(f"{self.path.parent}: cannot write: {exc.strerror or exc}") from None
+        return self._writer
+
+    def close(self) -> None:
+        """Write everything (a typed empty file if there are no rows); the file stays under ``tmp``."""
+        self.flush(final=True)
+        self._writer.close()
 
     def commit(self) -> None:
-        self.flush()
-        self._writer.close()
+        self.close()
         os.replace(self.tmp, self.path)
 
     def abort(self) -> None:
         try:
-            self._writer.close()
+            if self._writer is not None:
+                self._writer.close()
         except Exception:  # noqa: BLE001 - already failing; the temp file goes either way
             pass
         self.tmp.unlink(missing_ok=True)
+
+
+def _schema(table: str) -> pa.Schema:
+    from kdissect.tables import SCHEMAS
+    return SCHEMAS[table]
 
 
 @dataclass(slots=True)
@@ -151,31 +197,41 @@ class Counts:
 
 
 class CaptureWriter:
-    """The tables of one capture (or one live rotation), committed together."""
+    """The tables of one capture (or one live rotation, or one share of a capture), committed together.
+
+    ``capture_level``: whether anomalies that belong to no connection (a damaged
+    file, fragments) go in; when a capture is split into shares, only one share
+    reports them. ``unresolved`` is told about rows whose topic id had no name
+    yet, for a later resolution across shares (see :mod:`kdissect.parallel`).
+    """
 
     def __init__(self, outdir: Path, capture: str, name: str, options: RowOptions,
-                 topics: TopicRegistry | None = None) -> None:
+                 topics: TopicRegistry | None = None, *, capture_level: bool = True,
+                 unresolved: Unresolved | None = None) -> None:
         self.capture = capture
         self.options = options
         self.topics = topics if topics is not None else TopicRegistry()
         self.counts = Counts(captures=1)
         self._outdir = outdir
         self._name = name
+        self._capture_level = capture_level
         tables = TABLES if options.records else TABLES[:3]
-        self._writers: dict[str, TableWriter] = {}
-        try:
-            for t in tables:
-                self._writers[t] = TableWriter(outdir / t / f"{name}.parquet", SCHEMAS[t])
-        except BaseException:
-            self.abort()
-            raise
+        self._writers = {t: TableWriter(outdir / t / f"{name}.parquet", t) for t in tables}
+        w = self._writers
+        self._ex, self._pa, self._an = w["exchanges"], w["partitions"], w["anomalies"]
+        self._rec = w.get("records")
+        self._rows = RowBuilder(capture, options, self.topics, {t: tw.cols for t, tw in w.items()},
+                                self.counts.anomalies, lambda t: w[t].rows, unresolved)
+        self._tally = Tally()
 
     def event(self, conn: ConnectionLike | None, ev: object) -> None:
         """One capture event: exchanges and anomalies become rows; the rest only counts the connection."""
-        if isinstance(ev, Exchange):
+        if ev.__class__ is Exchange:
             self.exchange(conn, ev)  # type: ignore[arg-type]
         elif isinstance(ev, Anomaly):
             self.anomaly(conn, ev)
+        elif isinstance(ev, Exchange):
+            self.exchange(conn, ev)  # type: ignore[arg-type]
         elif conn is not None:
             self.counts.connections.add(conn.id)
 
@@ -183,55 +239,60 @@ class CaptureWriter:
         c = self.counts
         c.connections.add(conn.id)
         c.exchanges += 1
-        row = exchange_row(self.capture, conn, ex)
-        c.per_api[row["api_name"] or "unknown"] += 1
-        c.statuses[row["status"]] += 1
-        if row["error_code"]:
-            c.errors[row["error_name"]] += 1
-        size = len(row["request"] or "") + len(row["response"] or "")
-        self._writers["exchanges"].add(row, size)
-        records = self._writers.get("records")
-        for prow, p in partition_table_rows(self.capture, conn, ex, self.topics):
-            self._writers["partitions"].add(prow)
-            c.partitions += 1
-            for arow in records_anomalies(self.capture, conn, prow, p):
-                self._anomaly_row(arow)
-            if records is not None and p.records is not None:
-                rows, problems = record_rows(records_base(prow), p, self.options)
-                weigh = self.options.record_bytes  # only stored bytes count towards a flush
-                for r in rows:
-                    records.add(r, (r["key_size"] or 0) + (r["value_size"] or 0) if weigh else 0)
-                c.records += len(rows)
-                for problem in problems:
-                    self._anomaly_row(records_problem_row(self.capture, conn, prow, problem))
+        tally = self._tally
+        tally.partitions = tally.records = tally.record_bytes = 0
+        api, status, code, error, size = self._rows.exchange(conn, ex, tally)
+        c.per_api[api or "unknown"] += 1
+        c.statuses[status] += 1
+        if code:
+            c.errors[error] += 1
+        ex_writer = self._ex
+        ex_writer.weight += size
+        if ex_writer.full():
+            ex_writer.flush()
+        if tally.partitions:
+            c.partitions += tally.partitions
+            if self._pa.full():
+                self._pa.flush()
+            if tally.records:
+                c.records += tally.records
+                rec = self._rec
+                rec.weight += tally.record_bytes  # type: ignore[union-attr]
+                if rec.full():  # type: ignore[union-attr]
+                    rec.flush()  # type: ignore[union-attr]
+            if self._an.full():
+                self._an.flush()
 
     def anomaly(self, conn: ConnectionLike | None, a: Anomaly) -> None:
         if conn is not None:
             self.counts.connections.add(conn.id)
-        self._anomaly_row(anomaly_row(self.capture, conn, a))
-
-    def _anomaly_row(self, row: Row) -> None:
-        self.counts.anomalies[row["kind"]] += 1
-        self._writers["anomalies"].add(row)
+        elif not self._capture_level:
+            return
+        self._rows.anomaly(conn, a)
+        if self._an.full():
+            self._an.flush()
 
     @property
     def empty(self) -> bool:
         return not any(w.rows or w.pending for w in self._writers.values())
 
+    def close(self) -> list[tuple[Path, Path]]:
+        """Write every table's file under its temporary name: (temporary, final) paths."""
+        for w in self._writers.values():
+            w.close()
+        return [(w.tmp, w.path) for w in self._writers.values()]
+
     def commit(self) -> list[Path]:
         """Make the files visible (replacing an earlier decode of the same capture)."""
-        for w in self._writers.values():
-            w.flush()
         paths = []
-        for w in self._writers.values():
-            w.commit()
-            paths.append(w.path)
-        if "records" not in self._writers:
-            # Decoded before with --records, now without: that old file no longer matches.
-            (self._outdir / "records" / f"{self._name}.parquet").unlink(missing_ok=True)
+        for tmp, path in self.close():
+            os.replace(tmp, path)
+            paths.append(path)
+        # Decoded before with --records and now without, or split into shares (--jobs):
+        # those old files no longer match.
+        remove_stale(self._name, paths)
         return paths
 
     def abort(self) -> None:
         for w in self._writers.values():
             w.abort()
-

@@ -63,31 +63,40 @@ def row_options(options: DecodeOptions) -> RowOptions:
 def write_dataset(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], outdir: str | os.PathLike[str],
                   *, ports: str | frozenset[int] | None = None, records: bool = False, record_bytes: bool = False,
                   keep_secrets: bool = False, progress: ProgressFn | None = None,
-                  tls_keylog: str | os.PathLike[str] | list[str | os.PathLike[str]] = ()) -> DecodeResult:
+                  tls_keylog: str | os.PathLike[str] | list[str | os.PathLike[str]] = (),
+                  jobs: int = 1) -> DecodeResult:
     """Decode capture files (or directories of them) into the dataset under ``outdir``.
 
     ``ports``: Kafka ports (``"9092,9093"``), default: detect Kafka on any port.
     ``records``: also write the records table; ``record_bytes``: with key/value bytes
-    (implies ``records``); ``tls_keylog``: NSS key log file(s) for TLS connections.
-    Each capture's files replace those of an earlier decode
-    of the same file. Raises :class:`KdissectError` for a missing or unreadable
+    (implies ``records``); ``tls_keylog``: NSS key log file(s) for TLS connections;
+    ``jobs``: worker processes (see :func:`decode_files`). Each capture's files replace
+    those of an earlier decode of the same file. Raises :class:`KdissectError` for a missing or unreadable
     input or an unwritable ``outdir``, before anything is written.
     """
     if isinstance(ports, str):
         ports = ports_option(ports)
     options = DecodeOptions(ports=ports, keep_secrets=keep_secrets, records=records or record_bytes,
                             record_bytes=record_bytes, tls_keylog=keylog_files(tls_keylog))
-    return decode_files(inputs, outdir, options, progress)
+    return decode_files(inputs, outdir, options, progress, jobs=jobs)
 
 
 def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], outdir: str | os.PathLike[str],
-                 options: DecodeOptions, progress: ProgressFn | None = None) -> DecodeResult:
+                 options: DecodeOptions, progress: ProgressFn | None = None, *, jobs: int = 1,
+                 min_share_bytes: int | None = None) -> DecodeResult:
+    """Decode captures into the dataset. ``jobs`` > 1: that many worker processes, each decoding a share
+    of a capture's connections (:mod:`kdissect.parallel`); the rows are the same as with one process.
+    ``min_share_bytes``: capture bytes per worker below which a capture is not split (0: always split)."""
     paths = capture_files([inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs))
     for p in paths:  # fail on a bad input before writing anything
         open_capture_run(p, options).close()
     out = prepare_outdir(outdir, TABLES if options.records else TABLES[:3])
     result = DecodeResult(out)
     start = time.monotonic()
+    if jobs > 1:
+        _decode_parallel(paths, out, options, progress, jobs, min_share_bytes, result, start)
+        result.elapsed = time.monotonic() - start
+        return result
     for i, path in enumerate(paths, 1):
         run = open_capture_run(path, options)
         try:
@@ -115,3 +124,28 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
             tick()
     result.elapsed = time.monotonic() - start
     return result
+
+
+def _decode_parallel(paths: list[Path], out: Path, options: DecodeOptions, progress: ProgressFn | None, jobs: int,
+                     min_share_bytes: int | None, result: DecodeResult, start: float) -> None:
+    from kdissect.parallel import MIN_SHARE_BYTES, ShareResult, decode_parallel
+
+    def on_capture(i: int, results: list[ShareResult], files: list[Path]) -> None:
+        counts = Counts(captures=1)
+        for r in results:
+            r.counts.captures = 0
+            counts.add(r.counts)
+        result.counts.add(counts)
+        result.files += files
+        result.packets += results[0].packets          # every share reads the whole file
+        result.bytes_read += results[0].bytes_read
+
+    def on_progress(i: int, _done: int, bytes_read: int, packets: int, exchanges: int) -> None:
+        path = paths[i]
+        size = path.stat().st_size if path.exists() else None
+        progress(Progress(path.name, i + 1, len(paths), bytes_read, size, packets,  # type: ignore[misc]
+                          result.counts.exchanges + exchanges, time.monotonic() - start))
+
+    decode_parallel(paths, out, options, jobs,
+                    min_share_bytes=MIN_SHARE_BYTES if min_share_bytes is None else min_share_bytes,
+                    on_capture=on_capture, on_progress=on_progress if progress is not None else None)

@@ -1,27 +1,41 @@
-"""Dissector events -> rows of the dataset tables (plain dicts keyed by column name).
+"""Dissector events -> rows of the dataset tables, appended cell by cell to column buffers.
 
-Nothing here does I/O; :mod:`kdissect.dataset` buffers and writes the rows.
+Nothing here does I/O; :mod:`kdissect.dataset` owns the buffers, flushes them
+as Parquet row groups and counts what went in. There is no dict or object per
+row: each exchange's facts (its JSON texts, its partitions) are worked out
+once and appended straight to one list per column, in schema order.
 Timestamps become integer microseconds (the tables store ``timestamp[us, UTC]``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from dissector.events import Anomaly, Direction, Exchange, Request, Response
+import orjson
+
+from dissector.events import KAFKA_PROTOCOL, Anomaly, Direction, Exchange, Request, Response, Status
 from dissector.records import DEFAULT_MAX_DECOMPRESSED, RecordBatch, decode_records
+from dissector.schema import api_name, error_name
 from dissector.topics import TopicRegistry
 from dissector.v07.events import V07Request, V07Response, api_name_of, error_name_of
 from dissector.v07.messages import MessageSetSummary, decode_message_set
 from dissector.v07.views import partition_rows as v07_partition_rows
-from dissector.views import PartitionRow, partition_rows
+from dissector.views import _OFFSET_FIELDS, PartitionRow, partition_rows, topic_paths
 
-from kdissect.bodies import body_error, body_json, throttle_ms
+from kdissect.bodies import _default, _OPTIONS
+from kdissect.tables import COLUMNS
 
 Row = dict[str, Any]
+Columns = Sequence[list]           # one list per column, in the table schema's order
 _DIRECTION = {Direction.TO_BROKER: "request", Direction.TO_CLIENT: "response"}
+_STATUS = {s: s.value for s in Status}
+_dumps = orjson.dumps
+# In compact JSON a key is `"error_code":`; inside a string value its quotes would be
+# escaped, so this cannot match text that merely mentions the name.
+_NESTED_ERROR = re.compile(rb'"error_code":(-?[1-9][0-9]*)').search
 
 
 class ConnectionLike(Protocol):
@@ -45,6 +59,472 @@ def us(ns: int | None) -> int | None:
     return None if ns is None else ns // 1000
 
 
+class Unresolved(Protocol):
+    """Told about rows whose topic id had no name yet (when a share of a capture is decoded)."""
+
+    def partition(self, row: int, topic_id: str) -> None: ...
+    def records(self, first: int, count: int, topic_id: str) -> None: ...
+    def anomaly(self, row: int, topic_id: str) -> None: ...
+
+
+@dataclass(slots=True)
+class Tally:
+    """What one exchange added, for the writer's counts and flush decisions."""
+
+    partitions: int = 0
+    records: int = 0
+    record_bytes: int = 0
+
+
+class RowBuilder:
+    """The rows of one capture's events, appended to column buffers.
+
+    ``cols[table]`` are the buffers; ``position(table)`` is how many rows of that
+    table exist before the buffer's first (to number rows for ``unresolved``).
+    ``anomaly_kinds`` counts anomaly rows by kind as they are added.
+    """
+
+    def __init__(self, capture: str, options: RowOptions, topics: TopicRegistry | None,
+                 cols: dict[str, Columns], anomaly_kinds: dict[str, int],
+                 position: Callable[[str], int] | None = None, unresolved: Unresolved | None = None) -> None:
+        self.capture = capture
+        self.options = options
+        self.topics = topics
+        self.cols = cols
+        self.kinds = anomaly_kinds
+        self._position = position
+        self._unresolved = unresolved
+        self._ex = tuple(c.append for c in cols["exchanges"])
+        self._pa = tuple(c.append for c in cols["partitions"])
+        self._an = tuple(c.append for c in cols["anomalies"])
+        self._rec = tuple(c.append for c in cols["records"]) if "records" in cols else None
+        self._api_names: dict[int, str] = {}
+        self._error_names: dict[int, str] = {}
+
+    # -- exchanges ---------------------------------------------------------------------------
+
+    def exchange(self, conn: ConnectionLike, ex: Exchange, tally: Tally) -> tuple[str | None, str, int | None,
+                                                                                  str | None, int]:
+        """Rows of one exchange; returns (api name, status, error code, error name, JSON bytes)."""
+        (capture, connection, client_ip, client_port, broker_ip, broker_port, tls_version, tls_cipher, tls_sni,
+         a_key, a_name, a_version, a_protocol, a_corr, client_id, request_ts, response_ts, latency_ms, request_bytes,
+         response_bytes, error_code, error_name_, throttle, status, decode_error, request, response,
+         inferred) = self._ex
+        req, resp = ex.request, ex.response
+        first = req if req is not None else resp
+        protocol = first.protocol  # type: ignore[union-attr]
+        if req is not None:
+            api_key = req.api_key
+            version = req.api_version
+            corr = req.correlation_id
+            req_json = _dumps(req.body, default=_default, option=_OPTIONS) if req.body is not None else None
+        else:
+            api_key = resp.api_key  # type: ignore[union-attr]
+            version = resp.api_version  # type: ignore[union-attr]
+            corr = resp.correlation_id  # type: ignore[union-attr]
+            req_json = None
+        if api_key is None:
+            name = None
+        elif protocol == KAFKA_PROTOCOL:
+            name = self._api_name(api_key)
+        else:
+            name = api_name_of(first)  # type: ignore[arg-type]
+        if resp is not None:
+            body = resp.body
+            if body is not None:
+                resp_json = _dumps(body, default=_default, option=_OPTIONS)
+                code = body.get("error_code")
+                if not isinstance(code, int) or code == 0:
+                    m = _NESTED_ERROR(resp_json)
+                    code = int(m.group(1)) if m else 0
+                ename = self._error_name(code) if protocol == KAFKA_PROTOCOL else error_name_of(first, code)
+                throttle_ms = body.get("throttle_time_ms")
+                if not isinstance(throttle_ms, int):
+                    throttle_ms = None
+            else:
+                resp_json = code = ename = throttle_ms = None
+        else:
+            resp_json = code = ename = throttle_ms = None
+        st = _STATUS[ex.status]
+        capture(self.capture)
+        connection(conn.id)
+        client_ip(conn.client_ip)
+        client_port(conn.client_port)
+        broker_ip(conn.broker_ip)
+        broker_port(conn.broker_port)
+        tls = getattr(conn, "tls", None)
+        if tls is not None:
+            tls_version(tls.version)
+            tls_cipher(tls.cipher)
+            tls_sni(tls.sni)
+        else:
+            tls_version(None)
+            tls_cipher(None)
+            tls_sni(None)
+        a_key(api_key)
+        a_name(name)
+        a_version(version)
+        a_protocol(protocol)
+        a_corr(corr)
+        if req is not None:
+            client_id(req.client_id)
+            request_ts(req.first_ts // 1000)
+            request_bytes(req.size)
+        else:
+            client_id(None)
+            request_ts(None)
+            request_bytes(None)
+        if resp is not None:
+            response_ts(resp.first_ts // 1000)
+            response_bytes(resp.size)
+            latency_ms(None if req is None else (resp.first_ts - req.last_ts) / 1e6)
+            inferred(bool(resp.inferred))
+        else:
+            response_ts(None)
+            response_bytes(None)
+            latency_ms(None)
+            inferred(False)
+        error_code(code)
+        error_name_(ename)
+        throttle(throttle_ms)
+        status(st)
+        if (req is not None and req.failure is not None) or (resp is not None and resp.failure is not None):
+            decode_error(_failure_text(ex))
+        else:
+            decode_error(None)
+        request(req_json)
+        response(resp_json)
+        if req is not None:
+            self._partitions(conn, req, "request", tally)
+        if resp is not None and resp.api_key is not None:
+            self._partitions(conn, resp, "response", tally)
+        return name, st, code, ename, (len(req_json) if req_json else 0) + (len(resp_json) if resp_json else 0)
+
+    def _api_name(self, api_key: int) -> str:
+        name = self._api_names.get(api_key)
+        if name is None:
+            name = self._api_names[api_key] = api_name(api_key)
+        return name
+
+    def _error_name(self, code: int) -> str:
+        name = self._error_names.get(code)
+        if name is None:
+            name = self._error_names[code] = error_name(code)
+        return name
+
+    # -- partitions --------------------------------------------------------------------------
+
+    def _partitions(self, conn: ConnectionLike, msg: Request | Response, kind: str, tally: Tally) -> None:
+        """One row per topic-partition entry of ``msg`` (see :func:`dissector.views.partition_rows`)."""
+        if msg.protocol != KAFKA_PROTOCOL:
+            if isinstance(msg, (V07Request, V07Response)):
+                self._partition_views(conn, msg, kind, v07_partition_rows(msg), tally)
+            return
+        api_key, version, body = msg.api_key, msg.api_version, msg.body
+        if api_key is None or version is None or not body:
+            return
+        paths = topic_paths(api_key, kind, version)
+        if not paths:
+            return
+        (capture, connection, a_corr, a_key, a_name, a_version, direction, a_ts, a_topic, a_topic_id, a_partition,
+         a_error_code, a_error_name, a_record_count, a_batch_count, a_bytes, a_offset, a_base_offset,
+         a_last_offset, a_high_watermark, a_compression) = self._pa
+        topics = self.topics
+        unresolved = self._unresolved
+        cap, cid, corr, name, ts = self.capture, conn.id, msg.correlation_id, self._api_name(api_key), msg.first_ts // 1000
+        want_records = self._rec is not None
+        n = 0
+        for tp in paths:
+            for topic in _arrays(body, tp.path):
+                tname = topic.get(tp.name_field) if tp.name_field else None
+                topic_id = topic.get(tp.id_field) if tp.id_field else None
+                if tname is None and topics is not None:
+                    tname = topics.name(topic_id)
+                track = unresolved is not None and tname is None and topic_id is not None
+                if tp.list_field:
+                    for index in topic.get(tp.list_field) or ():
+                        if track:
+                            unresolved.partition(self._where_next("partitions"), topic_id)  # type: ignore[union-attr]
+                        capture(cap)
+                        connection(cid)
+                        a_corr(corr)
+                        a_key(api_key)
+                        a_name(name)
+                        a_version(version)
+                        direction(kind)
+                        a_ts(ts)
+                        a_topic(tname)
+                        a_topic_id(topic_id)
+                        a_partition(index)
+                        for append in (a_error_code, a_error_name, a_record_count, a_batch_count, a_bytes,
+                                       a_offset, a_base_offset, a_last_offset, a_high_watermark, a_compression):
+                            append(None)
+                        n += 1
+                    continue
+                index_field = tp.index_field
+                for p in topic.get(tp.partitions_field) or ():  # type: ignore[arg-type]
+                    if not isinstance(p, dict):
+                        continue
+                    rec = p.get("records")
+                    if rec is not None and not hasattr(rec, "record_count"):
+                        rec = None  # records kept raw by a caller's hook: no summary to report
+                    offset = None
+                    for k in _OFFSET_FIELDS:
+                        if k in p:
+                            offset = p[k]
+                            break
+                    code = p.get("error_code")
+                    partition = p.get(index_field)
+                    if track:
+                        unresolved.partition(self._where_next("partitions"), topic_id)  # type: ignore[union-attr]
+                    capture(cap)
+                    connection(cid)
+                    a_corr(corr)
+                    a_key(api_key)
+                    a_name(name)
+                    a_version(version)
+                    direction(kind)
+                    a_ts(ts)
+                    a_topic(tname)
+                    a_topic_id(topic_id)
+                    a_partition(partition)
+                    a_error_code(code)
+                    a_error_name(None if code is None else self._error_name(code))
+                    a_high_watermark(p.get("high_watermark"))
+                    a_offset(offset)
+                    n += 1
+                    if rec is None:
+                        for append in (a_record_count, a_batch_count, a_bytes, a_last_offset, a_compression):
+                            append(None)
+                        a_base_offset(offset)
+                        continue
+                    first = rec.first_offset
+                    count = rec.record_count
+                    a_record_count(count)
+                    a_batch_count(rec.batch_count)
+                    a_bytes(rec.total_bytes)
+                    a_base_offset(first if count is not None or first is not None else offset)
+                    a_last_offset(rec.last_offset)
+                    a_compression(rec.codec)
+                    if rec.crc_failures or rec.error or (want_records and rec.data):
+                        where = f"{name} v{version} {kind} corr {corr} {tname or topic_id}[{partition}]"
+                        self._record_extras(conn, msg, kind, ts, tname, topic_id, partition, rec, where,
+                                            track, tally)
+        tally.partitions += n
+
+    def _partition_views(self, conn: ConnectionLike, msg: Request | Response, kind: str,
+                         views: Iterator[PartitionRow], tally: Tally) -> None:
+        """Rows from :class:`PartitionRow` views (the 0.7 protocol's messages, a rare path)."""
+        (capture, connection, a_corr, a_key, a_name, a_version, direction, a_ts, a_topic, a_topic_id, a_partition,
+         a_error_code, a_error_name, a_record_count, a_batch_count, a_bytes, a_offset, a_base_offset,
+         a_last_offset, a_high_watermark, a_compression) = self._pa
+        name = api_name_of(msg)
+        ts = msg.first_ts // 1000
+        version = "0.7" if msg.api_version is None else f"v{msg.api_version}"
+        for p in views:
+            has_records = p.record_count is not None or p.first_offset is not None
+            capture(self.capture)
+            connection(conn.id)
+            a_corr(msg.correlation_id)
+            a_key(msg.api_key)
+            a_name(name)
+            a_version(msg.api_version)
+            direction(kind)
+            a_ts(ts)
+            a_topic(p.topic)
+            a_topic_id(p.topic_id)
+            a_partition(p.partition)
+            a_error_code(p.error_code)
+            a_error_name(None if p.error_code is None else error_name_of(msg, p.error_code))
+            a_record_count(p.record_count)
+            a_batch_count(p.batch_count)
+            a_bytes(p.bytes)
+            a_offset(p.offset)
+            a_base_offset(p.first_offset if has_records else p.offset)
+            a_last_offset(p.last_offset)
+            a_high_watermark(p.high_watermark)
+            a_compression(p.compression)
+            tally.partitions += 1
+            rec = p.records
+            if rec is not None:
+                where = f"{name} {version} {kind} corr {msg.correlation_id} {p.topic or p.topic_id}[{p.partition}]"
+                self._record_extras(conn, msg, kind, ts, p.topic, p.topic_id, p.partition, rec, where, False,
+                                    tally)
+
+    def _where_next(self, table: str) -> int:
+        """Row number the next row appended to ``table`` will have."""
+        assert self._position is not None
+        return self._position(table) + len(self.cols[table][0])
+
+    def _record_extras(self, conn: ConnectionLike, msg: Request | Response, kind: str, ts: int, tname: str | None,
+                       topic_id: str | None, partition: int | None, rec: Any, where: str, track: bool,
+                       tally: Tally) -> None:
+        """CRC and framing problems the summary found; with --records, the records themselves."""
+        failures = getattr(rec, "crc_failures", None)
+        if failures:
+            self._anomaly_at(conn.id, ts, "crc_mismatch", kind,
+                             f"{where}: CRC mismatch in {len(failures)} entr{'y' if len(failures) == 1 else 'ies'} "
+                             f"at byte {', '.join(map(str, failures[:10]))}", topic_id if track else None)
+        error = getattr(rec, "error", None)
+        if error:
+            self._anomaly_at(conn.id, ts, "records_malformed", kind, f"{where}: {error}",
+                             topic_id if track else None)
+        data = getattr(rec, "data", None)
+        if self._rec is not None and data:
+            first = self._where_next("records") if track else 0
+            if isinstance(rec, MessageSetSummary):
+                rows, nbytes, problems = self._v07_records(conn.id, msg.correlation_id, msg.api_key, kind, ts, tname,
+                                                           topic_id, partition, rec)
+            else:
+                rows, nbytes, problems = self._records(conn.id, msg.correlation_id, msg.api_key, kind, ts, tname,
+                                                       topic_id, partition, data)
+            tally.records += rows
+            tally.record_bytes += nbytes
+            if track and rows:
+                self._unresolved.records(first, rows, topic_id)  # type: ignore[union-attr]
+            for problem in problems:
+                self._anomaly_at(conn.id, ts, "records_decode", kind, f"{where}: {problem}",
+                                 topic_id if track else None)
+
+    # -- records -----------------------------------------------------------------------------
+
+    def _records(self, cid: str, corr: int, api_key: int | None, kind: str, ts: int, tname: str | None,
+                 topic_id: str | None, partition: int | None, data: bytes) -> tuple[int, int, list[str]]:
+        """Rows of the records table for one records field: (rows, key+value bytes kept, problems)."""
+        options = self.options
+        rs = decode_records(data, max_decompressed=options.max_decompressed, strict=False)
+        problems = [rs.error] if rs.error else []
+        keep = options.record_bytes
+        (capture, connection, a_corr, a_key, direction, a_ts, a_topic, a_topic_id, a_partition, a_offset,
+         a_timestamp, a_magic, a_key_size, a_value_size, a_key_bytes, a_value_bytes, a_header_count,
+         a_producer_id, a_producer_epoch, a_transactional, a_control) = self._rec  # type: ignore[misc]
+        cap = self.capture
+        n = nbytes = 0
+        for batch in rs.batches:
+            if batch.error:
+                problems.append(batch.error)
+            v2 = isinstance(batch, RecordBatch)
+            if v2:
+                magic, pid, epoch, txn, control = (batch.magic, batch.producer_id, batch.producer_epoch,
+                                                   batch.transactional, batch.control)
+            else:
+                magic, pid, epoch, txn, control = batch.magic, None, None, False, False
+            for rec in batch.leaves():
+                t = rec.timestamp
+                key, value = rec.key, rec.value
+                capture(cap)
+                connection(cid)
+                a_corr(corr)
+                a_key(api_key)
+                direction(kind)
+                a_ts(ts)
+                a_topic(tname)
+                a_topic_id(topic_id)
+                a_partition(partition)
+                a_offset(rec.offset)
+                a_timestamp(t * 1000 if t is not None and t >= 0 else None)
+                if v2:
+                    a_magic(magic)
+                    a_header_count(len(rec.headers))
+                else:
+                    a_magic(rec.magic)
+                    a_header_count(0)
+                a_key_size(None if key is None else len(key))
+                a_value_size(None if value is None else len(value))
+                if keep:
+                    a_key_bytes(key)
+                    a_value_bytes(value)
+                    nbytes += (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+                else:
+                    a_key_bytes(None)
+                    a_value_bytes(None)
+                a_producer_id(pid)
+                a_producer_epoch(epoch)
+                a_transactional(txn)
+                a_control(control)
+                n += 1
+        return n, nbytes, problems
+
+    def _v07_records(self, cid: str, corr: int, api_key: int | None, kind: str, ts: int, tname: str | None,
+                     topic_id: str | None, partition: int | None, s: MessageSetSummary) -> tuple[int, int, list[str]]:
+        """0.7 messages: offsets are byte positions from the fetch offset; no keys, timestamps or headers."""
+        options = self.options
+        ms = decode_message_set(s.data or b"", s.base_offset, max_decompressed=options.max_decompressed)
+        problems = [ms.error] if ms.error else []
+        keep = options.record_bytes
+        (capture, connection, a_corr, a_key, direction, a_ts, a_topic, a_topic_id, a_partition, a_offset,
+         a_timestamp, a_magic, a_key_size, a_value_size, a_key_bytes, a_value_bytes, a_header_count,
+         a_producer_id, a_producer_epoch, a_transactional, a_control) = self._rec  # type: ignore[misc]
+        n = nbytes = 0
+        for top in ms.messages:
+            stack = [top]
+            while stack:                      # wrappers' errors anywhere in the nesting
+                m = stack.pop()
+                if m.error:
+                    problems.append(f"message at byte {m.position}: {m.error}")
+                stack.extend(m.inner or ())
+            for m in top.leaves():
+                capture(self.capture)
+                connection(cid)
+                a_corr(corr)
+                a_key(api_key)
+                direction(kind)
+                a_ts(ts)
+                a_topic(tname)
+                a_topic_id(topic_id)
+                a_partition(partition)
+                a_offset(m.offset)
+                a_timestamp(None)
+                a_magic(m.magic)
+                a_key_size(None)
+                a_value_size(len(m.payload))
+                a_key_bytes(None)
+                a_value_bytes(m.payload if keep else None)
+                if keep:
+                    nbytes += len(m.payload)
+                a_header_count(0)
+                a_producer_id(None)
+                a_producer_epoch(None)
+                a_transactional(False)
+                a_control(False)
+                n += 1
+        return n, nbytes, problems
+
+    # -- anomalies ---------------------------------------------------------------------------
+
+    def anomaly(self, conn: ConnectionLike | None, a: Anomaly) -> None:
+        self._anomaly_at(conn.id if conn is not None else None, us(a.ts) if a.ts else None, a.kind,
+                         _DIRECTION.get(a.direction) if a.direction is not None else None, a.detail, None)
+
+    def _anomaly_at(self, cid: str | None, ts: int | None, kind: str, direction: str | None, detail: str,
+                    unresolved_topic: str | None) -> None:
+        if unresolved_topic is not None:
+            self._unresolved.anomaly(self._where_next("anomalies"), unresolved_topic)  # type: ignore[union-attr]
+        capture, connection, a_ts, a_kind, a_direction, a_detail = self._an
+        capture(self.capture)
+        connection(cid)
+        a_ts(ts)
+        a_kind(kind)
+        a_direction(direction)
+        a_detail(detail)
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+
+
+def _arrays(node: Any, path: tuple[str, ...]) -> Iterator[dict]:
+    """Elements of the array at ``path``, flattening any outer arrays on the way."""
+    items = node.get(path[0]) if isinstance(node, dict) else None
+    if not isinstance(items, list):
+        return
+    if len(path) == 1:
+        for item in items:
+            if isinstance(item, dict):
+                yield item
+    else:
+        rest = path[1:]
+        for item in items:
+            yield from _arrays(item, rest)
+
+
 def _failure_text(exchange: Exchange) -> str | None:
     parts = []
     for side, msg in (("request", exchange.request), ("response", exchange.response)):
@@ -54,54 +534,17 @@ def _failure_text(exchange: Exchange) -> str | None:
     return "; ".join(parts) or None
 
 
+# -- one row at a time, for the Python API --------------------------------------------------------
+
 def exchange_row(capture: str, conn: ConnectionLike, ex: Exchange) -> Row:
-    req, resp = ex.request, ex.response
-    api_key = ex.api_key
-    resp_body = resp.body if resp is not None else None
-    resp_json = body_json(resp_body)
-    code, name = body_error(resp_body, resp_json)
-    first = req if req is not None else resp
-    if code is not None and first.protocol != "0.8+":  # type: ignore[union-attr]
-        name = error_name_of(first, code)  # type: ignore[arg-type]
-    latency = ex.latency_ns
-    tls = getattr(conn, "tls", None)
-    return {
-        "capture": capture,
-        "connection": conn.id,
-        "client_ip": conn.client_ip,
-        "client_port": conn.client_port,
-        "broker_ip": conn.broker_ip,
-        "broker_port": conn.broker_port,
-        "tls_version": tls.version if tls is not None else None,
-        "tls_cipher": tls.cipher if tls is not None else None,
-        "tls_sni": tls.sni if tls is not None else None,
-        "api_key": api_key,
-        "api_name": None if api_key is None else api_name_of(first),  # type: ignore[arg-type]
-        "api_version": ex.api_version,
-        "protocol": first.protocol,  # type: ignore[union-attr]
-        "correlation_id": ex.correlation_id,
-        "client_id": req.client_id if req is not None else None,
-        "request_ts": us(req.first_ts) if req is not None else None,
-        "response_ts": us(resp.first_ts) if resp is not None else None,
-        "latency_ms": None if latency is None else latency / 1e6,
-        "request_bytes": req.size if req is not None else None,
-        "response_bytes": resp.size if resp is not None else None,
-        "error_code": code,
-        "error_name": name,
-        "throttle_ms": throttle_ms(resp_body),
-        "status": ex.status.value,
-        "decode_error": _failure_text(ex),
-        "request": body_json(req.body) if req is not None else None,
-        "response": resp_json,
-        "inferred": bool(resp is not None and resp.inferred),
-    }
-
-
-def _messages(ex: Exchange) -> Iterator[tuple[str, Request | Response]]:
-    if ex.request is not None:
-        yield "request", ex.request
-    if ex.response is not None and ex.response.api_key is not None:
-        yield "response", ex.response
+    """One exchange as a row of the ``exchanges`` table (a dict; JSON bodies as str)."""
+    cols = {t: [[] for _ in COLUMNS[t]] for t in ("exchanges", "partitions", "anomalies")}
+    RowBuilder(capture, RowOptions(), None, cols, {}).exchange(conn, ex, Tally())
+    row = {name: col[0] for name, col in zip(COLUMNS["exchanges"], cols["exchanges"])}
+    for k in ("request", "response"):
+        if row[k] is not None:
+            row[k] = row[k].decode()
+    return row
 
 
 def message_partitions(msg: Request | Response, kind: str,
@@ -113,161 +556,5 @@ def message_partitions(msg: Request | Response, kind: str,
     return partition_rows(msg.api_key, kind, msg.api_version, msg.body, topics)
 
 
-def partition_table_rows(capture: str, conn: ConnectionLike, ex: Exchange,
-                         topics: TopicRegistry | None) -> Iterator[tuple[Row, PartitionRow]]:
-    """One row per topic-partition entry of the request and of the response."""
-    for kind, msg in _messages(ex):
-        api_key = msg.api_key
-        assert api_key is not None
-        for p in message_partitions(msg, kind, topics):
-            has_records = p.record_count is not None or p.first_offset is not None
-            yield {
-                "capture": capture,
-                "connection": conn.id,
-                "correlation_id": msg.correlation_id,
-                "api_key": api_key,
-                "api_name": api_name_of(msg),
-                "api_version": msg.api_version,
-                "direction": kind,
-                "ts": us(msg.first_ts),
-                "topic": p.topic,
-                "topic_id": p.topic_id,
-                "partition": p.partition,
-                "error_code": p.error_code,
-                "error_name": None if p.error_code is None else error_name_of(msg, p.error_code),
-                "record_count": p.record_count,
-                "batch_count": p.batch_count,
-                "bytes": p.bytes,
-                "offset": p.offset,
-                "base_offset": p.first_offset if has_records else p.offset,
-                "last_offset": p.last_offset,
-                "high_watermark": p.high_watermark,
-                "compression": p.compression,
-            }, p
-
-
-def record_rows(base: Row, p: PartitionRow, options: RowOptions) -> tuple[list[Row], list[str]]:
-    """Rows of the records table for one partition entry, and problems met decoding them.
-
-    Needs the raw bytes of the records field (``RecordsSummary.data``).
-    """
-    data = getattr(p.records, "data", None)
-    if not data:
-        return [], []
-    if isinstance(p.records, MessageSetSummary):
-        return _v07_record_rows(base, p.records, options)
-    rs = decode_records(data, max_decompressed=options.max_decompressed, strict=False)
-    problems = [rs.error] if rs.error else []
-    keep = options.record_bytes
-    out: list[Row] = []
-    for batch in rs.batches:
-        if isinstance(batch, RecordBatch):
-            if batch.error:
-                problems.append(batch.error)
-            flags = (batch.magic, batch.producer_id, batch.producer_epoch, batch.transactional, batch.control)
-        else:
-            if batch.error:
-                problems.append(batch.error)
-            flags = (batch.magic, None, None, False, False)
-        magic, pid, epoch, txn, control = flags
-        for rec in batch.leaves():
-            ts = rec.timestamp
-            if isinstance(batch, RecordBatch):
-                header_count = len(rec.headers)
-            else:
-                header_count, magic = 0, rec.magic
-            out.append({
-                **base,
-                "offset": rec.offset,
-                "timestamp": ts * 1000 if ts is not None and ts >= 0 else None,
-                "magic": magic,
-                "key_size": None if rec.key is None else len(rec.key),
-                "value_size": None if rec.value is None else len(rec.value),
-                "key": rec.key if keep else None,
-                "value": rec.value if keep else None,
-                "header_count": header_count,
-                "producer_id": pid,
-                "producer_epoch": epoch,
-                "transactional": txn,
-                "control": control,
-            })
-    return out, problems
-
-
-def _v07_record_rows(base: Row, s: MessageSetSummary, options: RowOptions) -> tuple[list[Row], list[str]]:
-    """0.7 messages: offsets are byte positions from the fetch offset; no keys, timestamps or headers."""
-    ms = decode_message_set(s.data or b"", s.base_offset, max_decompressed=options.max_decompressed)
-    problems = [ms.error] if ms.error else []
-    keep = options.record_bytes
-    out: list[Row] = []
-    for top in ms.messages:
-        stack = [top]
-        while stack:                      # wrappers' errors anywhere in the nesting
-            m = stack.pop()
-            if m.error:
-                problems.append(f"message at byte {m.position}: {m.error}")
-            stack.extend(m.inner or ())
-        for m in top.leaves():
-            out.append({
-                **base,
-                "offset": m.offset,
-                "timestamp": None,
-                "magic": m.magic,
-                "key_size": None,
-                "value_size": len(m.payload),
-                "key": None,
-                "value": m.payload if keep else None,
-                "header_count": 0,
-                "producer_id": None,
-                "producer_epoch": None,
-                "transactional": False,
-                "control": False,
-            })
-    return out, problems
-
-
-def records_base(row: Row) -> Row:
-    """The columns a records row shares with its partitions row."""
-    return {k: row[k] for k in ("capture", "connection", "correlation_id", "api_key", "direction", "ts",
-                                "topic", "topic_id", "partition")}
-
-
-def anomaly_row(capture: str, conn: ConnectionLike | None, a: Anomaly) -> Row:
-    return {
-        "capture": capture,
-        "connection": conn.id if conn is not None else None,
-        "ts": us(a.ts) if a.ts else None,
-        "kind": a.kind,
-        "direction": _DIRECTION.get(a.direction) if a.direction is not None else None,
-        "detail": a.detail,
-    }
-
-
-def _where(row: Row) -> str:
-    version = "0.7" if row['api_version'] is None else f"v{row['api_version']}"
-    return (f"{row['api_name']} {version} {row['direction']} corr {row['correlation_id']} "
-            f"{row['topic'] or row['topic_id']}[{row['partition']}]")
-
-
-def records_problem_row(capture: str, conn: ConnectionLike, row: Row, problem: str) -> Row:
-    """A record batch that ``--records`` could not fully decode (decompression, bad lengths)."""
-    return {"capture": capture, "connection": conn.id, "ts": row["ts"], "kind": "records_decode",
-            "direction": row["direction"], "detail": f"{_where(row)}: {problem}"}
-
-
-def records_anomalies(capture: str, conn: ConnectionLike, row: Row, p: PartitionRow) -> Iterator[Row]:
-    """CRC mismatches and framing errors that the records summary found."""
-    s = p.records
-    if s is None:
-        return
-    where = _where(row)
-    failures = getattr(s, "crc_failures", None)
-    if failures:
-        yield {"capture": capture, "connection": conn.id, "ts": row["ts"], "kind": "crc_mismatch",
-               "direction": row["direction"],
-               "detail": f"{where}: CRC mismatch in {len(failures)} entr{'y' if len(failures) == 1 else 'ies'} "
-                         f"at byte {', '.join(map(str, failures[:10]))}"}
-    error = getattr(s, "error", None)
-    if error:
-        yield {"capture": capture, "connection": conn.id, "ts": row["ts"], "kind": "records_malformed",
-               "direction": row["direction"], "detail": f"{where}: {error}"}
+__all__ = ["ConnectionLike", "Row", "RowBuilder", "RowOptions",
+           "Tally", "Unresolved", "exchange_row", "message_partitions", "us"]

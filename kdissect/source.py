@@ -6,10 +6,12 @@ import os
 from dataclasses import dataclass
 
 from capture import CaptureError, CaptureOptions, CaptureRun, parse_ports, read_capture
+from capture.shard import Share
 from capture.tls.keylog import check_readable
 from dissector.connection import Options
 from dissector.protocols import ProtocolChoice, parse_protocol
 from dissector.records import DEFAULT_MAX_DECOMPRESSED
+from dissector.topics import TopicRegistry
 
 from kdissect.errors import KdissectError
 
@@ -26,9 +28,10 @@ class DecodeOptions:
     tls_keylog: tuple[str, ...] = ()      # NSS key log files for TLS connections
     protocol: ProtocolChoice | None = None  # force Kafka 0.7 / 0.8+ (all, or per broker port); None: detect
 
-    def capture_options(self, live: bool = False) -> CaptureOptions:
+    def capture_options(self, live: bool = False, share: Share | None = None) -> CaptureOptions:
         return CaptureOptions(ports=self.ports, dissector=Options(keep_secrets=self.keep_secrets),
-                              tls_keylog=self.tls_keylog, tls_keylog_live=live, protocol=self.protocol)
+                              tls_keylog=self.tls_keylog, tls_keylog_live=live, protocol=self.protocol,
+                              share=share)
 
 
 def ports_option(spec: str | None) -> frozenset[int] | None:
@@ -67,8 +70,10 @@ def protocol_option(specs: list[str] | None) -> ProtocolChoice | None:
         raise KdissectError(f"--protocol: {exc}") from None
 
 
-def open_capture_run(path: str | os.PathLike[str], options: DecodeOptions) -> CaptureRun:
+def open_capture_run(path: str | os.PathLike[str], options: DecodeOptions, *, share: Share | None = None,
+                     topics: TopicRegistry | None = None) -> CaptureRun:
+    """``share``: only that share of the capture's connections; ``topics``: the registry to fill."""
     try:
-        return read_capture(path, options.capture_options())
+        return read_capture(path, options.capture_options(share=share), topics=topics)
     except CaptureError as exc:
         raise KdissectError(str(exc)) from None

@@ -1,0 +1,104 @@
+"""``--jobs N``: shares of a capture decoded by worker processes give the rows one process gives."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from capture.shard import Share
+from kdissect.dataset import TABLES, file_stem, prepare_outdir
+from kdissect.decode import decode_files
+from kdissect.parallel import decode_share, finish_capture, shares_for
+from kdissect.source import DecodeOptions
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = sorted((REPO / "samples").glob("*.pcap"))
+EVERYTHING = DecodeOptions(records=True, record_bytes=True)
+
+
+def rows(outdir: Path) -> dict[str, list[str]]:
+    """Every table's rows, order aside (each row as its repr, sorted)."""
+    out = {}
+    for table in TABLES:
+        files = sorted((outdir / table).glob("*.parquet"))
+        out[table] = sorted(repr(r) for f in files for r in pq.read_table(f).to_pylist())
+    return out
+
+
+@pytest.mark.parametrize("pcap", SAMPLES, ids=[p.stem for p in SAMPLES])
+def test_three_jobs_give_the_rows_of_one(pcap: Path, tmp_path: Path) -> None:
+    one = decode_files([pcap], tmp_path / "one", EVERYTHING)
+    three = decode_files([pcap], tmp_path / "three", EVERYTHING, jobs=3, min_share_bytes=0)
+    assert rows(tmp_path / "three") == rows(tmp_path / "one")
+    assert len(list((tmp_path / "three" / "exchanges").glob("*.parquet"))) == 3
+    assert three.counts == one.counts
+    assert (three.packets, three.bytes_read) == (one.packets, one.bytes_read)
+
+
+def test_topic_ids_are_named_from_metadata_another_share_decoded(tmp_path: Path) -> None:
+    """group-rebalance: consumers fetch by topic id (Fetch v16) and learn the names on other connections."""
+    pcap = REPO / "samples" / "group-rebalance.pcap"
+    out = prepare_outdir(tmp_path / "out", TABLES)
+    results = [decode_share(pcap, out, Share(k, 3), EVERYTHING) for k in range(3)]
+    unnamed = {r.share.index for r in results if r.unnamed}
+    taught = {r.share.index for r in results if r.learned}
+    assert unnamed and any(taught - {k} for k in unnamed), "some share must need names another share learnt"
+    finish_capture(results)
+    assert not list(out.rglob(".*"))                          # no temporary file left behind
+    decode_files([pcap], tmp_path / "one", EVERYTHING)
+    assert rows(out) == rows(tmp_path / "one")
+    topics = {t for f in (out / "partitions").glob("*.parquet")
+              for t in pq.read_table(f, columns=["topic"]).column(0).to_pylist()}
+    assert None not in topics
+
+
+def test_a_new_decode_replaces_the_files_of_an_earlier_one_split_differently(tmp_path: Path) -> None:
+    pcap = REPO / "samples" / "mixed.pcap"
+    decode_files([pcap], tmp_path, EVERYTHING, jobs=3, min_share_bytes=0)
+    decode_files([pcap], tmp_path, DecodeOptions(), jobs=2, min_share_bytes=0)
+    assert sorted(p.name.rsplit("-", 1)[-1] for p in (tmp_path / "exchanges").glob("*.parquet")) == \
+        ["1of2.parquet", "2of2.parquet"]
+    assert not list((tmp_path / "records").glob("*.parquet"))
+    decode_files([pcap], tmp_path, DecodeOptions())
+    assert [p.name for p in (tmp_path / "exchanges").glob("*.parquet")] == [f"{file_stem(pcap)}.parquet"]
+    decode_files([pcap], tmp_path / "one", DecodeOptions())
+    assert rows(tmp_path) == rows(tmp_path / "one")
+
+
+def test_small_captures_are_not_split() -> None:
+    assert shares_for(100_000, 4) == 1
+    assert shares_for(100 << 20, 4) == 4
+    assert shares_for(10 << 20, 4) == 2
+    assert shares_for(10 << 20, 1) == 1
+    assert shares_for(1000, 3, min_share_bytes=0) == 3
+
+
+# A worker that cannot write its files: the file size limit (like a quota) stops it. The parent only
+# renames, so it is not affected. Run in a child so the limit does not touch pytest.
+_LIMITED = """
+import resource, signal, sys
+from kdissect.cli import main
+if sys.argv[1] == "killed":
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)     # Python ignores it (writes fail with EFBIG instead)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+sys.exit(main(["decode", *sys.argv[2:], "--jobs", "3", "-q"]))
+"""
+
+
+@pytest.mark.parametrize("how", ["killed", "write_error"])
+def test_a_failing_worker_fails_the_decode_and_leaves_no_files(how: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    pcaps = [str(REPO / "samples" / f"{name}.pcap") for name in ("tansu-consume-group", "mixed", "group-rebalance")]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", _LIMITED, how, *pcaps, "-o", str(out), "--records"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "failed" in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+    assert ("SIGXFSZ" in lines[0]) == (how == "killed")
+    assert [p for p in out.rglob("*") if p.is_file()] == []
