@@ -214,6 +214,38 @@ def v07_messages() -> Iterator[bytes]:
                 yield data[6:]            # a FETCH response's message set (or a MULTIFETCH's bytes)
 
 
+def tls_records() -> Iterator[bytes]:
+    """Each TLS sample connection's two streams in capture order (retransmitted bytes once),
+    whole, cut after the handshake, and with one side's bytes lost."""
+    from capture.packet import parser_for
+
+    max_len = TARGETS["tls_records"].max_len
+    for path in sorted((SAMPLES / "tls").glob("*.pcap")):
+        if path.name.endswith(".plain.pcap"):
+            continue
+        lt, records = pt.read_records(path)
+        parse = parser_for(lt)
+        conns: dict[bytes, list[tuple[int, bytes]]] = {}
+        nexts: dict[bytes, int] = {}
+        for _, _, data, wire in records:
+            seg = parse(data, wire) if parse else None
+            if not isinstance(seg, tuple):
+                continue
+            key, sport, _dport, seq, _ack, _flags, payload, _missing = seg
+            if not payload:
+                continue
+            server = sport in (9093, 19443)
+            conn = key if not server else key[4:8] + key[0:4] + key[10:12] + key[8:10]
+            if nexts.get(key, seq) != seq:
+                continue                                  # out of order or retransmitted: keep it simple
+            nexts[key] = seq + len(payload)
+            conns.setdefault(conn, []).append((int(server), payload))
+        for items in conns.values():
+            yield from list(_fit(items, max_len))[:1]
+            yield pack_chunks(items[:4] + [(4, b"")])[:max_len]
+            yield pack_chunks([(tag | (2 if i == 6 else 0), b) for i, (tag, b) in enumerate(items)])[:max_len]
+
+
 SEEDS = {
     "capture_readers": capture_readers,
     "packets": packets,
@@ -223,6 +255,7 @@ SEEDS = {
     "dataset_writer": dataset_writer,
     "v07_connection": v07_connection,
     "v07_messages": v07_messages,
+    "tls_records": tls_records,
 }
 
 

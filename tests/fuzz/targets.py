@@ -43,7 +43,7 @@ DISSECTOR_ANOMALIES = frozenset({
 CAPTURE_ANOMALIES = DISSECTOR_ANOMALIES | frozenset({
     "capture_truncated", "capture_corrupt", "caplen_exceeds_wirelen", "caplen_exceeds_snaplen", "capture_drops",
     "no_timestamps", "unsupported_linktype", "ip_fragment", "truncated_header", "tcp_conflict",
-    "tcp_out_of_window", "tls", "causal_order_limit", "flow_table_full", "topic_registry_full",
+    "tcp_out_of_window", "tls", "tls_decrypt_failed", "causal_order_limit", "flow_table_full", "topic_registry_full",
 })
 # Body fields the dissector redacts (dissector/redact.py), per api key.
 SECRET_FIELDS = {36: {"auth_bytes"}, 38: {"hmac"}, 39: {"hmac"}, 40: {"hmac"}, 41: {"hmac"},
@@ -325,6 +325,70 @@ class Target:
     max_len: int         # bytes per input (libFuzzer -max_len)
 
 
+# -- TLS records -----------------------------------------------------------------------------
+
+_TLS_KEYS: list = []
+
+
+def _tls_keylog():
+    """Every TLS sample's key log, in memory: the seeds' handshakes find their keys and decrypt."""
+    from pathlib import Path
+
+    from capture.tls.keylog import KeyLog
+    if not _TLS_KEYS:
+        log = KeyLog()
+        for path in sorted((Path(__file__).resolve().parents[2] / "samples" / "tls").glob("*.keys")):
+            log.add_text(path.read_bytes())
+        _TLS_KEYS.append(log)
+    return _TLS_KEYS[0]
+
+
+def tls_records(data: bytes) -> None:
+    """One TLS connection's two byte streams (garbage records, absurd lengths, handshake fragments,
+    real records with their keys): ``TlsSession`` returns only plaintext pieces and notices, never
+    raises; at most one notice, and nothing after it; no more plaintext than bytes fed; what it
+    buffers stays within its bounds (one partial record per side, ``max_held`` waiting for keys).
+
+    Input: chunks; tag bit 0 = side (0 client, 1 server), bit 1 = bytes lost before this chunk,
+    bit 2 = the connection closes here."""
+    from capture.tls.records import MAX_FRAGMENT
+    from capture.tls.session import Notice, Plain, TlsSession
+
+    session = TlsSession(_tls_keylog(), max_held=1 << 16)
+    fed = out_bytes = notices = 0
+    ended = False
+    for tag, chunk in chunks(data):
+        side = tag & 1
+        if tag & 2:
+            session.gap(side, 0)
+        outs = session.feed(side, chunk, 0)
+        if tag & 4:
+            outs = outs + session.close(0)
+        fed += len(chunk)
+        for o in outs:
+            if ended:
+                raise InvariantBroken(f"output after the session ended: {o!r}")
+            if isinstance(o, Plain):
+                out_bytes += len(o.data)
+            elif isinstance(o, Notice):
+                notices += 1
+                ended = True
+            else:
+                raise InvariantBroken(f"unexpected output {type(o).__name__}")
+        if session.ended is not None:
+            ended = True
+        if out_bytes > fed:
+            raise InvariantBroken("more plaintext than ciphertext")
+        if any(r.pending > MAX_FRAGMENT + 5 for r in session._records):
+            raise InvariantBroken("a record buffer past one record")
+        if session._held_bytes > session.max_held:
+            raise InvariantBroken("records held past max_held")
+        if tag & 4:
+            break
+    if notices > 1:
+        raise InvariantBroken(f"{notices} notices for one connection")
+
+
 TARGETS: dict[str, Target] = {
     "capture_readers": Target(capture_readers, 1024, 10, 1 << 16),
     "packets": Target(packets, 1024, 10, 1 << 16),
@@ -334,4 +398,5 @@ TARGETS: dict[str, Target] = {
     "dataset_writer": Target(dataset_writer, 1536, 20, 1 << 16),
     "v07_connection": Target(v07_connection, 1024, 10, 1 << 16),
     "v07_messages": Target(v07_messages, 1024, 10, 1 << 16),
+    "tls_records": Target(tls_records, 1024, 10, 1 << 16),
 }

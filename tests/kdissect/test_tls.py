@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -100,3 +102,21 @@ def test_python_api_takes_a_key_log() -> None:
     assert len(rows) >= 70 and {r["tls_version"] for r in rows} == {"TLS 1.2"}
     assert {r["tls_cipher"] for r in rows} == {"TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
                                                "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA"}
+
+
+def _compare_counts(text: str) -> dict[str, int]:
+    return {m[1]: int(m[2]) for m in re.finditer(
+        r"^(messages compared|agreeing|disagreeing|only kdissect|only wireshark)\s+(\d+)", text, re.M)}
+
+
+@pytest.mark.slow
+def test_compare_gives_tshark_the_keys_and_both_agree_as_on_plaintext() -> None:
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark not installed (apt-get install tshark)")
+    tls = _compare_counts(_cli("compare", str(TLS / "tls13.pcap"), "--tls-keylog", str(TLS / "tls13.keys")).stdout)
+    plain = _compare_counts(_cli("compare", str(TLS / "tls13.plain.pcap")).stdout)
+    # Wireshark decrypts every record too: nothing only one side decoded, the same disagreements
+    # (its own version limits) as on the plaintext hop; one message fewer (the unanswered last Fetch).
+    assert tls["only kdissect"] == tls["only wireshark"] == 0
+    assert tls["disagreeing"] == plain["disagreeing"]
+    assert tls["messages compared"] == plain["messages compared"] - 1
