@@ -3,12 +3,14 @@
 
     python benchmarks/bench_state.py connections [--count 2000000] [--rate 10000]
     python benchmarks/bench_state.py unanswered  [--count 1000000]
+    python benchmarks/bench_state.py synflood    [--count 2000000] [--rate 10000]
 
 ``connections``: a synthetic capture of COUNT short Kafka connections (handshake,
 an ApiVersions request and its response, FIN both ways), RATE new connections per
 second of capture time, each from its own client address and port.
 ``unanswered``: one connection on which the client sends COUNT Metadata requests
 and the broker only acknowledges them, never answers.
+``synflood``: COUNT SYNs from distinct addresses that are never answered.
 
 Frames are built once (tests/capture/pcaptools.py) and re-addressed per connection,
 then streamed through the capture pipeline and the dissector as a record source
@@ -62,6 +64,18 @@ def short_connections(count: int, rate: int) -> Iterator[tuple[int, int, bytes, 
             yield base + ts, lt, bytes(frame), len(frame)
 
 
+def syn_flood(count: int, rate: int) -> Iterator[tuple[int, int, bytes, int]]:
+    c = pt.Conversation(client=("10.0.0.1", 40000), server=("10.255.0.1", 9092), ts=0)
+    _, lt, data, _ = c.packet(True, pt.SYN)
+    step = NS // rate
+    pack_ip, pack_port = struct.Struct("!I").pack_into, struct.Struct("!H").pack_into
+    for i in range(count):
+        frame = bytearray(data)
+        pack_ip(frame, 26, (10 << 24) | (1 + i // 60000))
+        pack_port(frame, 34, 1024 + i % 60000)
+        yield T0 + i * step, lt, bytes(frame), len(frame)
+
+
 def _from_client(records: list) -> list[bool]:  # type: ignore[type-arg]
     return [rec[2][26:30] == bytes([10, 0, 0, 1]) for rec in records]
 
@@ -80,13 +94,17 @@ def unanswered(count: int) -> Iterator[tuple[int, int, bytes, int]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("kind", choices=["connections", "unanswered"])
+    ap.add_argument("kind", choices=["connections", "unanswered", "synflood"])
     ap.add_argument("--count", type=int, default=None, help="connections (2,000,000) or requests (1,000,000)")
     ap.add_argument("--rate", type=int, default=10_000, help="new connections per second of capture time")
     args = ap.parse_args()
-    count = args.count or (2_000_000 if args.kind == "connections" else 1_000_000)
-    source = short_connections(count, args.rate) if args.kind == "connections" else unanswered(count)
-    per_unit = 10 if args.kind == "connections" else 1         # packets per connection / request (about)
+    count = args.count or (1_000_000 if args.kind == "unanswered" else 2_000_000)
+    if args.kind == "connections":
+        source, per_unit = short_connections(count, args.rate), 10     # packets per connection
+    elif args.kind == "synflood":
+        source, per_unit = syn_flood(count, args.rate), 1
+    else:
+        source, per_unit = unanswered(count), 1                      # about a packet per request
     p = Pipeline(CaptureOptions(ports=frozenset({9092})))
     print(f"{args.kind}: {count:,}  (load {open('/proc/loadavg').read().split()[0]})")
     print(f"{'done':>10} {'packets':>11} {'rss MB':>8} {'peak MB':>8} {'flows':>8} {'exchanges':>10} "
@@ -101,15 +119,19 @@ def main() -> int:
         print(f"{done:>10} {p.stats.packets:>11,} {cur:8.1f} {peak:8.1f} {len(p.table):>8,} {exchanges:>10,} "
               f"{anomalies:>9,} {time.process_time() - cpu0:8.1f}", flush=True)
 
+    def progress(stats: object) -> None:
+        nonlocal next_at
+        if p.stats.packets >= next_at:
+            next_at += check
+            line(f"{min(100, round(100 * p.stats.packets / (count * per_unit)))}%")
+
+    p.on_progress = progress              # every 4096 packets, events or not
     for ce in p.run(source):
         ev = ce.event
         if isinstance(ev, Exchange):
             exchanges += 1
         elif isinstance(ev, Anomaly):
             anomalies += 1
-        if p.stats.packets >= next_at:
-            next_at += check
-            line(f"{min(100, round(100 * p.stats.packets / (count * per_unit)))}%")
     line("end")
     print(f"evicted {p.stats.evicted:,}; connections {p.stats.connections}")
     return 0
