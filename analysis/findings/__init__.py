@@ -1,0 +1,49 @@
+"""Findings: what is wrong, read from the wire.
+
+Each rule is a pure ``(Inputs, thresholds) -> DataFrame`` transform over the
+dataset's tables producing rows of ``FINDINGS``; ``findings()`` runs the enabled
+ones and orders the result worst first.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from analysis.findings import brokers, clients, consumers, groups, producer
+from analysis.findings.config import Config, FindingsConfigError, load
+from analysis.findings.core import COLUMNS, FINDINGS, SEVERITIES, Inputs, Rule
+
+RULES: tuple[Rule, ...] = producer.RULES + clients.RULES + consumers.RULES + groups.RULES + brokers.RULES
+BY_ID = {r.id: r for r in RULES}
+
+__all__ = ["BY_ID", "COLUMNS", "FINDINGS", "RULES", "SEVERITIES", "Config", "FindingsConfigError", "Inputs",
+           "Rule", "findings", "load", "rules_markdown", "severity_rank"]
+
+
+def severity_rank() -> F.Column:
+    """0 for critical, 1 warning, 2 info: sort ascending for worst first."""
+    return F.array_position(F.array(*[F.lit(s) for s in SEVERITIES]), F.col("severity"))
+
+
+def findings(inp: Inputs, config: Config | None = None) -> DataFrame:
+    """Every enabled rule's findings, worst first, then by time."""
+    cfg = config or load(RULES)
+    parts = [r.run(inp, cfg.for_rule(r.id)) for r in RULES if r.id not in cfg.disabled]
+    spark = inp.exchanges.sparkSession
+    empty = spark.createDataFrame([], FINDINGS)
+    out = reduce(DataFrame.unionByName, parts, empty)
+    return out.orderBy(severity_rank(), "first_ts", "finding", "subject")
+
+
+def rules_markdown() -> str:
+    """The README's rules table (a test keeps the README in step with the rules)."""
+    def thresholds(rule: Rule) -> str:
+        return ", ".join(f"`{k}`={int(v) if float(v).is_integer() else v}" for k, v in rule.thresholds.items()) or "-"
+    lines = ["| id | severity | detects | evidence | thresholds (default) | advice: settings |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| `{r.id}` | {r.severity} | {r.detects} | {r.evidence} | {thresholds(r)} | {r.advice} |"
+              for r in RULES]
+    return "\n".join(lines) + "\n"

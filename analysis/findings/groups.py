@@ -1,0 +1,162 @@
+"""Consumer group rules: rebalance storms, long rebalances, members evicted by session or poll timeouts.
+
+Generations and members are read from the group apis themselves (JoinGroup,
+SyncGroup, Heartbeat, OffsetCommit, LeaveGroup), so these rules need no other table.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from analysis.findings.core import Inputs, Rule, Thresholds, emit, fmt, requests_of, rounded, show_line
+
+GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "LeaveGroup")
+EVICTED = ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION")
+_SHOW_APIS = ["JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"]
+
+
+def group_requests(exchanges: DataFrame) -> DataFrame:
+    """Group api exchanges with group id, member id (a JoinGroup's from its answer), generation and timeouts."""
+    req = requests_of(exchanges, *GROUP_APIS)
+    j = lambda c, p: F.get_json_object(c, p)  # noqa: E731
+    member = F.when(F.col("api_name") == "JoinGroup",
+                    F.coalesce(F.nullif(j("response", "$.member_id"), F.lit("")), j("request", "$.member_id")))\
+        .when(F.col("api_name") == "LeaveGroup",
+              F.coalesce(j("request", "$.member_id"), j("request", "$.members[0].member_id")))\
+        .otherwise(j("request", "$.member_id"))
+    generation = F.when(F.col("api_name") == "JoinGroup", j("response", "$.generation_id"))\
+        .otherwise(F.coalesce(j("request", "$.generation_id"), j("request", "$.generation_id_or_member_epoch")))
+    return req.select(
+        "capture", "connection", "correlation_id", "client_id", "api_name", "request_ts", "response_ts",
+        "error_name", F.col("status"),
+        j("request", "$.group_id").alias("group_id"),
+        member.alias("member_id"),
+        generation.cast("int").alias("generation_id"),
+        j("request", "$.session_timeout_ms").cast("long").alias("session_timeout_ms"),
+        j("request", "$.rebalance_timeout_ms").cast("long").alias("rebalance_timeout_ms"))
+
+
+def generations(exchanges: DataFrame) -> DataFrame:
+    """One row per (capture, group, generation): start (first JoinGroup sent), end (last SyncGroup answer), members."""
+    g = group_requests(exchanges)
+    joins = g.where((F.col("api_name") == "JoinGroup") & (F.col("error_name") == "NONE"))
+    syncs = (g.where((F.col("api_name") == "SyncGroup") & F.col("response_ts").isNotNull())
+             .groupBy("capture", "group_id", "generation_id").agg(F.max("response_ts").alias("sync_end")))
+    gens = (joins.groupBy("capture", "group_id", "generation_id")
+            .agg(F.min("request_ts").alias("start_ts"), F.max("response_ts").alias("join_end"),
+                 F.countDistinct("member_id").alias("members"),
+                 F.sort_array(F.collect_set("client_id")).alias("clients")))
+    return (gens.join(syncs, ["capture", "group_id", "generation_id"], "left")
+            .withColumn("end_ts", F.coalesce("sync_end", "join_end"))
+            .withColumn("duration_ms", (F.col("end_ts").cast("double") - F.col("start_ts").cast("double")) * 1000)
+            .drop("sync_end", "join_end"))
+
+
+def rebalance_storm(inp: Inputs, th: Thresholds) -> DataFrame:
+    gens = generations(inp.exchanges)
+    agg = (gens.groupBy("capture", "group_id")
+           .agg(F.count(F.lit(1)).alias("rebalances"), F.min("start_ts").alias("first_ts"),
+                F.max("end_ts").alias("last_ts"), F.sort_array(F.collect_set("generation_id")).alias("generations")))
+    span_h = F.greatest(F.col("last_ts").cast("double") - F.col("first_ts").cast("double"), F.lit(60.0)) / 3600
+    agg = agg.withColumn("per_hour", F.col("rebalances") / span_h)
+    hits = agg.where((F.col("rebalances") >= th["min_rebalances"]) & (F.col("per_hour") > th["max_per_hour"]))
+    return emit(hits, "group.rebalance_storm", "warning", "group", F.col("group_id"),
+                {"rebalances": F.col("rebalances"), "per_hour": rounded(F.col("per_hour"), 1),
+                 "generations": F.col("generations")},
+                fmt("Group %s rebalanced %s times (%s per hour): each rebalance stops consumption.",
+                    F.col("group_id"), F.col("rebalances"), rounded(F.col("per_hour"), 0)),
+                "Find why members leave and rejoin (see group.session_timeout / group.poll_timeout); consider "
+                "static membership (group.instance.id) and the cooperative-sticky assignor.",
+                show_line(F.col("capture"), _SHOW_APIS))
+
+
+def long_rebalance(inp: Inputs, th: Thresholds) -> DataFrame:
+    gens = generations(inp.exchanges).where(F.col("duration_ms") >= th["min_duration_ms"])
+    return emit(gens, "group.long_rebalance", "warning", "group", F.col("group_id"),
+                {"generation_id": F.col("generation_id"), "duration_ms": rounded(F.col("duration_ms"), 1),
+                 "members": F.col("members"), "clients": F.col("clients")},
+                fmt("Group %s took %s s to form generation %s (%s member(s)): consumption was stopped meanwhile.",
+                    F.col("group_id"), rounded(F.col("duration_ms") / 1000, 1), F.col("generation_id"),
+                    F.col("members")),
+                "Check max.poll.interval.ms (the rebalance timeout: slow members delay everyone), "
+                "group.initial.rebalance.delay.ms, and consider the cooperative-sticky assignor.",
+                show_line(F.col("capture"), ["JoinGroup", "SyncGroup"]),
+                first_ts=F.col("start_ts"), last_ts=F.col("end_ts"))
+
+
+def _member_timeline(exchanges: DataFrame) -> DataFrame:
+    g = group_requests(exchanges).where(F.col("member_id").isNotNull() & (F.col("member_id") != ""))
+    w = Window.partitionBy("capture", "group_id", "member_id").orderBy("request_ts", "correlation_id")
+    session = F.max("session_timeout_ms").over(Window.partitionBy("capture", "group_id", "member_id"))
+    return (g.withColumn("session_ms", session)
+            .withColumn("done_ts", F.coalesce("response_ts", "request_ts"))
+            .withColumn("next_ts", F.lead("request_ts").over(w))
+            .withColumn("next_api", F.lead("api_name").over(w))
+            .withColumn("next_error", F.lead("error_name").over(w))
+            .withColumn("silent_ms", (F.col("next_ts").cast("double") - F.col("done_ts").cast("double")) * 1000))
+
+
+def session_timeout(inp: Inputs, th: Thresholds) -> DataFrame:
+    t = _member_timeline(inp.exchanges)
+    session = F.coalesce(F.col("session_ms"), F.lit(th["default_session_timeout_ms"]))
+    # Back after a silence longer than its session, and told it is no longer a member; no LeaveGroup before.
+    hits = t.where((F.col("api_name") != "LeaveGroup") & (F.col("silent_ms") >= session)
+                   & F.col("next_error").isin(*EVICTED))
+    return emit(hits, "group.session_timeout", "warning", "group", F.col("group_id"),
+                {"member_id": F.col("member_id"), "client_id": F.col("client_id"),
+                 "session_timeout_ms": session.cast("long"), "silent_ms": rounded(F.col("silent_ms"), 1),
+                 "generation_id": F.col("generation_id"), "answer_on_return": F.col("next_error"),
+                 "returned_with": F.col("next_api")},
+                fmt("Member %s of group %s went silent for %s s, longer than its session.timeout.ms (%s ms), "
+                    "without a LeaveGroup: the coordinator evicted it (%s on its next %s) and the group rebalanced.",
+                    F.col("client_id"), F.col("group_id"), rounded(F.col("silent_ms") / 1000, 1),
+                    session.cast("long"), F.col("next_error"), F.col("next_api")),
+                "Find what stalled the client (GC pause, blocked event loop or heartbeat thread, network); "
+                "raise session.timeout.ms if pauses are expected; heartbeat.interval.ms should be ~1/3 of it.",
+                show_line(F.col("capture"), _SHOW_APIS, client_id=F.col("client_id")),
+                first_ts=F.col("done_ts"), last_ts=F.col("next_ts"))
+
+
+def poll_timeout(inp: Inputs, th: Thresholds) -> DataFrame:
+    g = group_requests(inp.exchanges)
+    failed = g.where((F.col("api_name") == "OffsetCommit") & F.col("error_name").isin(*EVICTED))
+    rejoins = (g.where(F.col("api_name") == "JoinGroup")
+               .select("capture", "group_id", "client_id", F.col("request_ts").alias("rejoin_ts"),
+                       F.col("rebalance_timeout_ms")))
+    j = (failed.alias("f").join(rejoins.alias("r"), ["capture", "group_id", "client_id"])
+         .where(F.col("rejoin_ts") > F.col("f.request_ts")))
+    # Heartbeats kept the member's session alive: a silence would be a session timeout instead.
+    t = _member_timeline(inp.exchanges)
+    silent = (t.where(F.col("silent_ms") >= F.coalesce(F.col("session_ms"), F.lit(th["default_session_timeout_ms"])))
+              .select("capture", "group_id", "member_id").distinct())
+    j = j.join(silent, ["capture", "group_id", "member_id"], "left_anti")
+    agg = (j.groupBy("capture", "group_id", "client_id", "member_id")
+           .agg(F.min("f.request_ts").alias("first_ts"), F.min("rejoin_ts").alias("last_ts"),
+                F.first("error_name").alias("error"), F.max("r.rebalance_timeout_ms").alias("max_poll_ms")))
+    return emit(agg, "group.poll_timeout", "warning", "group", F.col("group_id"),
+                {"member_id": F.col("member_id"), "client_id": F.col("client_id"), "commit_error": F.col("error"),
+                 "max_poll_interval_ms": F.col("max_poll_ms")},
+                fmt("Member %s of group %s kept heartbeating but its commit failed with %s and it had to rejoin: "
+                    "it spent longer than max.poll.interval.ms (%s ms) between polls.", F.col("client_id"),
+                    F.col("group_id"), F.col("error"), F.col("max_poll_ms")),
+                "Process less per poll (max.poll.records) or faster, or raise max.poll.interval.ms.",
+                show_line(F.col("capture"), ["OffsetCommit", "JoinGroup", "Heartbeat"], client_id=F.col("client_id")))
+
+
+RULES = (
+    Rule("group.rebalance_storm", "more than a threshold of rebalances (generations) per hour",
+         "rebalances, per_hour, generations", "session.timeout.ms, max.poll.interval.ms, group.instance.id",
+         rebalance_storm, {"min_rebalances": 5, "max_per_hour": 30}),
+    Rule("group.long_rebalance", "a generation that took long to form (first JoinGroup to last SyncGroup)",
+         "generation_id, duration_ms, members", "max.poll.interval.ms, group.initial.rebalance.delay.ms",
+         long_rebalance, {"min_duration_ms": 30000}),
+    Rule("group.session_timeout", "a member silent past its session timeout, without LeaveGroup, then told "
+         "UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION", "member_id, client_id, session_timeout_ms, silent_ms, "
+         "answer_on_return", "session.timeout.ms, heartbeat.interval.ms", session_timeout,
+         {"default_session_timeout_ms": 45000}),
+    Rule("group.poll_timeout", "a member whose OffsetCommit failed with UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION "
+         "while heartbeating, then rejoined: it exceeded max.poll.interval.ms", "member_id, client_id, "
+         "commit_error, max_poll_interval_ms", "max.poll.interval.ms, max.poll.records", poll_timeout,
+         {"default_session_timeout_ms": 45000}),
+)

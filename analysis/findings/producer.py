@@ -1,0 +1,251 @@
+"""Producer rules: batching, compression, batch size, acks, idempotence, duplicate batches."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
+
+from analysis.findings.core import (
+    Inputs,
+    Rule,
+    Thresholds,
+    emit,
+    fmt,
+    per_second,
+    requests_of,
+    rounded,
+    show_line,
+    tp,
+    with_client,
+)
+
+
+def _s(*fields: tuple[str, object]) -> StructType:
+    return StructType([StructField(n, t, True) for n, t in fields])  # type: ignore[arg-type]
+
+
+# Only what the rules read from a Produce request body (the JSON holds much more).
+_RECORDS = _s(("record_count", LongType()), ("batch_count", LongType()), ("total_bytes", LongType()),
+              ("first_timestamp", LongType()), ("max_timestamp", LongType()), ("codec", StringType()),
+              ("producer_id", LongType()), ("producer_epoch", IntegerType()), ("base_sequence", LongType()),
+              ("magics", ArrayType(IntegerType())))
+_PRODUCE = _s(("acks", IntegerType()), ("transactional_id", StringType()),
+              ("topic_data", ArrayType(_s(("name", StringType()), ("topic_id", StringType()),
+                                          ("partition_data", ArrayType(_s(("index", IntegerType()),
+                                                                          ("records", _RECORDS))))))))
+
+
+def produce_batches(exchanges: DataFrame) -> DataFrame:
+    """One row per topic-partition entry of each captured Produce request, with its records summary."""
+    req = requests_of(exchanges, "Produce").select(
+        "capture", "connection", "correlation_id", "client_id", "request_ts", "status",
+        F.from_json("request", _PRODUCE).alias("body"))
+    topics = req.select("*", F.explode_outer("body.topic_data").alias("t"))
+    parts = topics.select("*", F.explode_outer("t.partition_data").alias("p"))
+    return parts.select(
+        "capture", "connection", "correlation_id", "client_id", "request_ts", "status",
+        F.col("body.acks").alias("acks"),
+        F.coalesce("t.name", "t.topic_id").alias("topic"),
+        F.col("p.index").alias("partition"),
+        F.col("p.records.*"))
+
+
+def _produce_outcomes(partitions: DataFrame) -> DataFrame:
+    return (partitions.where((F.col("api_name") == "Produce") & (F.col("direction") == "response"))
+            .select("capture", "connection", "correlation_id", "topic", "partition",
+                    F.col("error_name").alias("outcome"), F.col("base_offset").alias("assigned_offset")))
+
+
+# --------------------------------------------------------------------------
+
+def tiny_batches(inp: Inputs, th: Thresholds) -> DataFrame:
+    batches = produce_batches(inp.exchanges).where(F.col("batch_count") > 0)
+    per_req = (batches.groupBy("capture", "client_id", "connection", "correlation_id")
+               .agg(F.min("request_ts").alias("ts"), F.sum("record_count").alias("records"),
+                    F.sum("batch_count").alias("batches")))
+    agg = (per_req.groupBy("capture", "client_id")
+           .agg(F.count(F.lit(1)).alias("requests"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
+                F.sum("records").alias("records"), F.sum("batches").alias("batches"),
+                F.percentile_approx(F.col("records") / F.col("batches"), 0.5).alias("median_records"))
+           .withColumn("rate", per_second(F.col("requests"), F.col("first_ts"), F.col("last_ts"))))
+    hits = agg.where((F.col("median_records") <= th["max_median_records_per_batch"])
+                     & (F.col("rate") > th["min_requests_per_s"]) & (F.col("requests") >= th["min_requests"]))
+    return emit(hits, "producer.tiny_batches", "warning", "client", F.col("client_id"),
+                {"produce_requests": F.col("requests"), "requests_per_s": rounded(F.col("rate")),
+                 "median_records_per_batch": F.col("median_records"), "records": F.col("records"),
+                 "batches": F.col("batches")},
+                fmt("%s sent %s Produce requests (%s/s) with a median of %s record(s) per batch: "
+                    "records travel almost one by one.", F.col("client_id"), F.col("requests"),
+                    rounded(F.col("rate"), 1), F.col("median_records")),
+                "Raise linger.ms (e.g. 5-50 ms) so records share a batch, and check batch.size "
+                "(librdkafka: batch.size / batch.num.messages).",
+                show_line(F.col("capture"), ["Produce"], client_id=F.col("client_id")))
+
+
+def uncompressed(inp: Inputs, th: Thresholds) -> DataFrame:
+    rows = with_client(inp.partitions, inp.exchanges).where(
+        (F.col("api_name") == "Produce") & (F.col("direction") == "request") & (F.col("bytes") > 0))
+    agg = (rows.groupBy("capture", "topic")
+           .agg(F.sum("bytes").alias("bytes"),
+                F.sum(F.when(F.col("compression") == "none", F.col("bytes")).otherwise(0)).alias("plain"),
+                F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
+                F.sort_array(F.collect_set(F.when(F.col("compression") == "none", F.col("client_id"))))
+                .alias("producers")))
+    agg = (agg.withColumn("share", F.col("plain") / F.col("bytes"))
+           .withColumn("rate", per_second(F.col("plain"), F.col("first_ts"), F.col("last_ts"))))
+    hits = agg.where((F.col("plain") >= th["min_bytes"]) & (F.col("rate") >= th["min_bytes_per_s"])
+                     & (F.col("share") >= th["min_uncompressed_share"]))
+    return emit(hits, "producer.uncompressed", "warning", "topic", F.col("topic"),
+                {"produced_bytes": F.col("bytes"), "uncompressed_bytes": F.col("plain"),
+                 "uncompressed_share": rounded(F.col("share"), 3),
+                 "uncompressed_bytes_per_s": rounded(F.col("rate"), 0),
+                 "producers": F.col("producers")},
+                fmt("Topic %s received %s bytes of uncompressed record batches (%s%% of its data, %s B/s).",
+                    F.col("topic"), F.col("plain"), rounded(F.col("share") * 100, 0), rounded(F.col("rate"), 0)),
+                "Set compression.type (lz4 or zstd) on the producers of this topic; batching "
+                "(linger.ms) makes compression pay off.",
+                show_line(F.col("capture"), ["Produce"], topic=F.col("topic")))
+
+
+_TOO_LARGE = ("MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE")
+
+
+def large_batches(inp: Inputs, th: Thresholds) -> DataFrame:
+    rows = with_client(inp.partitions, inp.exchanges).where(F.col("api_name") == "Produce")
+    sent = rows.where((F.col("direction") == "request") & (F.col("batch_count") > 0))
+    near = (sent.where(F.col("bytes") / F.col("batch_count") >= th["near_limit_bytes"])
+            .groupBy("capture", "client_id", "topic")
+            .agg(F.count(F.lit(1)).alias("batches"), F.max(F.col("bytes") / F.col("batch_count")).alias("largest"),
+                 F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts")))
+    near_f = emit(near, "producer.large_batches", "warning", "client", F.col("client_id"),
+                  {"topic": F.col("topic"), "batches_near_limit": F.col("batches"),
+                   "largest_batch_bytes": F.col("largest").cast("long"),
+                   "near_limit_bytes": F.lit(int(th["near_limit_bytes"]))},
+                  fmt("%s sent %s batch(es) to %s close to the 1 MiB default size limit (largest %s bytes).",
+                      F.col("client_id"), F.col("batches"), F.col("topic"), F.col("largest").cast("long")),
+                  "Check batch.size on the producer against max.message.bytes (topic) / message.max.bytes "
+                  "(broker) and max.request.size (producer).",
+                  show_line(F.col("capture"), ["Produce"], client_id=F.col("client_id"), topic=F.col("topic")))
+    rejected = (rows.where((F.col("direction") == "response") & F.col("error_name").isin(*_TOO_LARGE))
+                .groupBy("capture", "client_id", "topic")
+                .agg(F.count(F.lit(1)).alias("rejected"), F.sort_array(F.collect_set("error_name")).alias("errors"),
+                     F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts")))
+    rej_f = emit(rejected, "producer.large_batches", "critical", "client", F.col("client_id"),
+                 {"topic": F.col("topic"), "rejected_partitions": F.col("rejected"), "errors": F.col("errors")},
+                 fmt("The broker rejected %s Produce partition entr(ies) of %s to %s as too large (%s): "
+                     "those records were not written.", F.col("rejected"), F.col("client_id"), F.col("topic"),
+                     F.array_join(F.col("errors"), ", ")),
+                 "Lower batch.size / max.request.size on the producer, or raise max.message.bytes on the topic "
+                 "(message.max.bytes on the broker).",
+                 show_line(F.col("capture"), ["Produce"], client_id=F.col("client_id"), errors=True))
+    return near_f.unionByName(rej_f)
+
+
+def acks(inp: Inputs, th: Thresholds) -> DataFrame:
+    batches = produce_batches(inp.exchanges).where(F.col("acks").isin(0, 1))
+    agg = (batches.groupBy("capture", "client_id", "acks")
+           .agg(F.countDistinct("connection", "correlation_id").alias("requests"),
+                F.sort_array(F.collect_set("topic")).alias("topics"),
+                F.min("request_ts").alias("first_ts"), F.max("request_ts").alias("last_ts")))
+    agg = agg.where(F.col("requests") >= th["min_requests"])
+    zero = F.col("acks") == 0
+    return emit(agg, "producer.acks", F.when(zero, "warning").otherwise("info"), "client", F.col("client_id"),
+                {"acks": F.col("acks"), "produce_requests": F.col("requests"), "topics": F.col("topics")},
+                F.when(zero, fmt("%s produces with acks=0 to %s: the broker never confirms a write, so lost "
+                                 "records go unnoticed.", F.col("client_id"), F.array_join(F.col("topics"), ", ")))
+                .otherwise(fmt("%s produces with acks=1 to %s: a write is confirmed before it is replicated, "
+                               "so a leader failure can lose it.", F.col("client_id"),
+                               F.array_join(F.col("topics"), ", "))),
+                "Set acks=all (-1) with min.insync.replicas >= 2 on topics whose data matters.",
+                show_line(F.col("capture"), ["Produce"], client_id=F.col("client_id")))
+
+
+def _resent(inp: Inputs) -> DataFrame:
+    """Batches sent more than once: same client, topic-partition, records, size and timestamps."""
+    key = ["capture", "client_id", "topic", "partition", "record_count", "total_bytes",
+           "first_timestamp", "max_timestamp", "producer_id", "base_sequence"]
+    b = produce_batches(inp.exchanges).where(F.col("batch_count") > 0)
+    out = _produce_outcomes(inp.partitions)
+    b = b.join(out, ["capture", "connection", "correlation_id", "topic", "partition"], "left")
+    return (b.groupBy(*key)
+            .agg(F.count(F.lit(1)).alias("copies"),
+                 F.sort_array(F.collect_list(F.struct(
+                     F.col("request_ts").alias("ts"), "connection", "correlation_id",
+                     F.coalesce(F.col("outcome"), F.when(F.col("status") == "no_response", "no answer")
+                                .otherwise(F.col("status"))).alias("outcome"),
+                     "assigned_offset"))).alias("sends"),
+                 F.min("request_ts").alias("first_ts"), F.max("request_ts").alias("last_ts"))
+            .where(F.col("copies") >= 2))
+
+
+def duplicates(inp: Inputs, th: Thresholds) -> DataFrame:
+    r = _resent(inp)
+    # Not rejected: the broker accepted it (NONE) or its answer never came (it may well have written it).
+    kept = F.size(F.filter("sends", lambda s: s["outcome"].isin("NONE", "no answer")))
+    r = r.withColumn("kept", kept)
+    idem = F.col("producer_id") >= 0
+    hits = r.where(idem | (F.col("kept") >= 2))
+    return emit(hits, "producer.duplicates", F.when(idem, "info").otherwise("warning"), "topic_partition",
+                tp(F.col("topic"), F.col("partition")),
+                {"client_id": F.col("client_id"), "records": F.col("record_count"), "bytes": F.col("total_bytes"),
+                 "copies": F.col("copies"), "producer_id": F.col("producer_id"),
+                 "base_sequence": F.col("base_sequence"),
+                 "sends": F.transform("sends", lambda s: F.struct(
+                     F.date_format(s["ts"], "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'").alias("ts"),
+                     s["connection"].alias("connection"), s["correlation_id"].alias("correlation_id"),
+                     s["outcome"].alias("outcome"), s["assigned_offset"].alias("assigned_offset")))},
+                F.when(idem, fmt("%s re-sent a batch of %s record(s) to %s %s times; it is idempotent "
+                                 "(producer id %s), so the broker keeps one copy.", F.col("client_id"),
+                                 F.col("record_count"), tp(F.col("topic"), F.col("partition")), F.col("copies"),
+                                 F.col("producer_id")))
+                .otherwise(fmt("%s sent the same batch of %s record(s) to %s %s times without idempotence, "
+                               "and no copy was rejected: the records are most likely stored twice.",
+                               F.col("client_id"), F.col("record_count"), tp(F.col("topic"), F.col("partition")),
+                               F.col("copies"))),
+                F.when(idem, F.lit("Nothing to fix; retries (request.timeout.ms, delivery.timeout.ms) are "
+                                   "harmless with enable.idempotence=true."))
+                .otherwise(F.lit("Set enable.idempotence=true (needs acks=all) so retries cannot duplicate; "
+                                 "check request.timeout.ms against the broker's response time.")),
+                show_line(F.col("capture"), ["Produce"], client_id=F.col("client_id"), topic=F.col("topic")))
+
+
+def not_idempotent(inp: Inputs, th: Thresholds) -> DataFrame:
+    r = _resent(inp).where(F.col("producer_id") < 0)
+    agg = (r.groupBy("capture", "client_id")
+           .agg(F.count(F.lit(1)).alias("resent_batches"), F.sum(F.col("copies") - 1).alias("retries"),
+                F.sort_array(F.collect_set(tp(F.col("topic"), F.col("partition")))).alias("partitions"),
+                F.min("first_ts").alias("first_ts"), F.max("last_ts").alias("last_ts")))
+    hits = agg.where(F.col("retries") >= th["min_retries"])
+    return emit(hits, "producer.not_idempotent", "warning", "client", F.col("client_id"),
+                {"producer_id": F.lit(-1), "resent_batches": F.col("resent_batches"), "retries": F.col("retries"),
+                 "partitions": F.col("partitions")},
+                fmt("%s retries Produce requests (%s batch(es) re-sent) without idempotence (producer id -1): "
+                    "a retry after a lost answer writes the records twice.", F.col("client_id"),
+                    F.col("resent_batches")),
+                "Set enable.idempotence=true (with acks=all); librdkafka, kafka-python and aiokafka all "
+                "support it against Kafka >= 0.11.",
+                show_line(F.col("capture"), ["Produce", "InitProducerId"], client_id=F.col("client_id")))
+
+
+RULES = (
+    Rule("producer.tiny_batches", "one or two records per batch at a high request rate from one client",
+         "produce_requests, requests_per_s, median_records_per_batch", "linger.ms, batch.size",
+         tiny_batches, {"max_median_records_per_batch": 2, "min_requests_per_s": 10, "min_requests": 20}),
+    Rule("producer.uncompressed", "uncompressed record batches on a topic carrying a lot of data",
+         "produced_bytes, uncompressed_bytes, uncompressed_share, uncompressed_bytes_per_s, producers",
+         "compression.type", uncompressed,
+         {"min_bytes": 32768, "min_bytes_per_s": 16384, "min_uncompressed_share": 0.5}),
+    Rule("producer.large_batches", "batches close to the size limit (warning) or rejected as too large "
+         "(MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE: critical)", "batches_near_limit, largest_batch_bytes, errors",
+         "batch.size, max.request.size, max.message.bytes", large_batches, {"near_limit_bytes": 943718},
+         "warning, critical"),
+    Rule("producer.acks", "producers using acks=0 (warning) or acks=1 (info), and to which topics",
+         "acks, produce_requests, topics", "acks, min.insync.replicas", acks, {"min_requests": 1}, "warning, info"),
+    Rule("producer.not_idempotent", "a producer without idempotence (producer id -1) that retries batches",
+         "resent_batches, retries, partitions", "enable.idempotence", not_idempotent, {"min_retries": 1}),
+    Rule("producer.duplicates", "the same batch sent twice and not rejected: non-idempotent (warning), "
+         "idempotent and de-duplicated by the broker (info)", "client_id, records, copies, sends (ts, "
+         "connection, correlation_id, outcome, assigned_offset)", "enable.idempotence, request.timeout.ms",
+         duplicates, {}, "warning, info"),
+)
