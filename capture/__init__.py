@@ -19,8 +19,15 @@ kinds (``conn`` None for capture-level ones):
 * streams: ``gap`` (the dissector's, with ``extra["reason"]`` lost / truncated /
   midstream / reorder_limit and ``extra["tcp_offset"]`` added), ``tcp_conflict``,
   ``tcp_out_of_window``, ``causal_order_limit`` (see :mod:`capture.causal`);
-* connections: ``tls`` (seen on a Kafka port, not decodable), ``dissector_error``;
+* connections: ``tls`` (a TLS connection not decoded: no keys, joined after its handshake,
+  unsupported version or suite; version, cipher suite and SNI in the detail),
+  ``tls_decrypt_failed`` (keys that do not authenticate its records), ``dissector_error``;
 * state caps: ``flow_table_full`` (live connections ended early), ``topic_registry_full``.
+
+TLS connections are decrypted by :mod:`capture.tls` given the session keys
+(``CaptureOptions.tls_keylog``, or a pcapng file's Decryption Secrets Blocks),
+then detected and dissected like plaintext; ``ConnectionInfo.tls`` holds what
+their handshake said.
 """
 
 from __future__ import annotations

@@ -50,6 +50,9 @@ CLIENT_TIMEOUT = 300
 # name -> forwarder port, certificate key type, per-client TLS settings, session reuse, pcapng with keys
 SCENARIOS: dict[str, dict] = {
     "tls13": {"port": 9093, "cert": "ec", "tls": {"max": "1.3"}},
+    # Python's ssl cannot pick TLS 1.3 suites; OpenSSL's config can (OPENSSL_CONF for the client process).
+    "tls13-chacha": {"port": 9093, "cert": "ec", "tls": {"max": "1.3"}, "tls13_suites": "TLS_CHACHA20_POLY1305_SHA256"},
+    "tls13-aes128": {"port": 9093, "cert": "rsa", "tls": {"max": "1.3"}, "tls13_suites": "TLS_AES_128_GCM_SHA256"},
     "tls12-gcm": {"port": 9093, "cert": "rsa",
                   "tls": {"max": "1.2", "kp": "ECDHE-RSA-AES128-GCM-SHA256", "aio": "ECDHE-RSA-AES256-GCM-SHA384"}},
     "tls12-chacha": {"port": 9093, "cert": "ec", "tls": {"max": "1.2", "kp": "ECDHE-ECDSA-CHACHA20-POLY1305",
@@ -343,6 +346,16 @@ def run_client(name: str, result: Path, keylog: Path, workdir: Path) -> None:
 # --------------------------------------------------------------------------
 # Orchestration (root namespace)
 
+OPENSSL_CONF = """openssl_conf = default_conf
+[default_conf]
+ssl_conf = ssl_sect
+[ssl_sect]
+system_default = system_default_sect
+[system_default_sect]
+Ciphersuites = {suites}
+"""
+
+
 @contextmanager
 def tansu_advertising(ns: str, advertised: str, log: Path):
     argv = [tansu_binary(), "broker", "--listener-url", f"tcp://127.0.0.1:{TANSU_PORT}",
@@ -387,10 +400,15 @@ def record_one(name: str, out_dir: Path) -> None:
         stack.enter_context(tcpdump(partial_plain, ns=ns, bpf=("--immediate-mode", "tcp", "port", str(TANSU_PORT))))
         result, keylog, log = tmp / "result.json", tmp / "keys.txt", tmp / "client.log"
         t0 = time.monotonic()
+        env = dict(os.environ)
+        if sc.get("tls13_suites"):
+            conf = tmp / "openssl.cnf"
+            conf.write_text(OPENSSL_CONF.format(suites=sc["tls13_suites"]))
+            env["OPENSSL_CONF"] = str(conf)
         with open(log, "wb") as lf:
             rc = subprocess.call(["ip", "netns", "exec", ns, sys.executable, __file__, "--client", name,
                                   "--result", str(result), "--keylog", str(keylog), "--workdir", tmp_s],
-                                 stdout=lf, stderr=subprocess.STDOUT, timeout=CLIENT_TIMEOUT)
+                                 stdout=lf, stderr=subprocess.STDOUT, timeout=CLIENT_TIMEOUT, env=env)
         if rc != 0 or not result.exists():
             sys.stderr.write(log.read_text(errors="replace")[-4000:])
             raise RuntimeError(f"{name}: client process failed (rc={rc})")
@@ -410,7 +428,7 @@ def record_one(name: str, out_dir: Path) -> None:
         "keylog": f"{name}.keys",
         "broker": {"kind": "tansu behind a TLS forwarder", "brokers": rep["brokers"], "tls_port": port,
                    "tansu_port": TANSU_PORT, "tansu_version": record.tansu_version(), "certificate": sc["cert"]},
-        "tls": sc["tls"] | {"resume": bool(sc.get("resume")), "aio_no_etm": bool(sc.get("aio_no_etm"))},
+        "tls": sc["tls"] | {"tls13_suites": sc.get("tls13_suites"), "resume": bool(sc.get("resume")), "aio_no_etm": bool(sc.get("aio_no_etm"))},
         "openssl": ssl.OPENSSL_VERSION,
         "client_ids": sorted({c["client_id"] for c in rep["clients"]}),
         "delivered_totals": record.totals(rep["clients"]),

@@ -54,6 +54,11 @@ class HandshakeReader:
     def __init__(self) -> None:
         self._buf = b""
 
+    @property
+    def pending(self) -> int:
+        """Bytes of a message not yet whole."""
+        return len(self._buf)
+
     def feed(self, fragment: bytes) -> list[tuple[int, bytes]]:
         buf = self._buf + fragment if self._buf else fragment
         out = []

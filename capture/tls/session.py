@@ -97,7 +97,6 @@ class TlsSession:
         self._keyed = False                           # secrets looked up and ciphers made
         self._held: list[tuple[int, int, bytes, bytes, int]] = []
         self._held_bytes = 0
-        self._records_seen = [0, 0]
         self._generation = -1                         # of the key log at the last lookup
 
     # -- input ---------------------------------------------------------------------------------
@@ -111,7 +110,6 @@ class TlsSession:
             return [self._end(NOT_TLS, f"{_SIDE[side]} bytes stopped being TLS records: {exc}", ts, side)]
         out: list[Output] = []
         for ctype, header, fragment in records:
-            self._records_seen[side] += 1
             self._record(side, ctype, header, fragment, ts, out)
             if self.ended is not None:
                 break
@@ -297,7 +295,7 @@ class TlsSession:
         except DecryptError as exc:
             # Handshake secret missing or skipped: the traffic keys may be the ones in use.
             app = self._app13[side]
-            if app is None or cipher is app or app.seq or not self._ehs_idle(side):
+            if app is None or cipher is app or app.seq or self._ehs[side].pending:
                 out.append(self._failed(side, cipher.seq, str(exc), ts))
                 return
             try:
@@ -325,9 +323,6 @@ class TlsSession:
                         self._app13[side] = self._cipher[side]
         elif inner == ALERT:
             pass                                          # close_notify or an error: the TCP end follows
-
-    def _ehs_idle(self, side: int) -> bool:
-        return not self._ehs[side]._buf
 
     def _failed(self, side: int, seq: int, why: str, ts: int) -> Notice:
         return self._end(DECRYPT_FAILED, f"{self.info.describe()}: {_SIDE[side]} record {seq} does not decrypt "

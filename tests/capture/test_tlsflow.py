@@ -12,7 +12,7 @@ from dissector.events import Anomaly, Exchange
 from tests.capture import pcaptools as pt
 
 TLS = Path(__file__).resolve().parents[2] / "samples" / "tls"
-NAMES = ["tls13", "tls12-gcm", "tls12-chacha", "tls12-cbc", "tls-resumed", "tls13-port19443"]
+NAMES = ["tls13", "tls13-chacha", "tls13-aes128", "tls12-gcm", "tls12-chacha", "tls12-cbc", "tls-resumed", "tls13-port19443"]
 
 
 def decode(path: Path, *keylogs: Path, **kw) -> tuple[dict[str, list], dict[str, list[Anomaly]], dict]:

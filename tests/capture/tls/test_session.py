@@ -42,3 +42,57 @@ def test_no_key_log_says_what_the_handshake_said() -> None:
     s.close(0)
     assert s.ended is not None and s.ended.kind == NO_KEYS and "no TLS keys given" in s.ended.detail
     assert s.info.version in ("TLS 1.2", "TLS 1.3") and s.info.sni == "broker.kafka.test"
+
+
+def test_key_update_is_followed() -> None:
+    """No client at hand sends KeyUpdate (Python's ssl cannot): a real TLS 1.3 client stream is
+    rewritten with one after its first application record, the rest re-encrypted under the next keys."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    from capture.tls.cipher import hash_len, hkdf_expand_label
+    from capture.tls.records import RecordReader
+    from capture.tls.session import CLIENT, SERVER
+
+    log = KeyLog(sorted(TLS.glob("*.keys")))
+    for items in _streams():                   # a whole TLS 1.3 AES-256-GCM connection
+        probe = TlsSession(log)
+        for side, data in items:
+            probe.feed(side, data, 0)
+        if probe.info.cipher == "TLS_AES_256_GCM_SHA384" and not probe.info.resumed and probe.ended is None:
+            break
+    assert probe.client_hello is not None
+    secret = log.lookup(probe.client_hello.random)["CLIENT_TRAFFIC_SECRET_0"]
+
+    def keys(s: bytes) -> tuple[AESGCM, int]:
+        return AESGCM(hkdf_expand_label("sha384", s, b"key", 32)), int.from_bytes(
+            hkdf_expand_label("sha384", s, b"iv", 12), "big")
+
+    def seal(aead_iv: tuple[AESGCM, int], seq: int, inner: bytes) -> bytes:
+        aead, iv = aead_iv
+        header = b"\x17\x03\x03" + (len(inner) + 16).to_bytes(2, "big")
+        return header + aead.encrypt((iv ^ seq).to_bytes(12, "big"), inner, header)
+
+    client = b"".join(d for s, d in items if s == CLIENT)
+    records = RecordReader().feed(client)
+    protected = [i for i, (t, _, _) in enumerate(records) if t == 23]
+    app = protected[1:]                        # the first protected record is the client's Finished
+    old = keys(secret)
+    inners = []
+    for seq, i in enumerate(app):
+        _, header, frag = records[i]
+        aead, iv = old
+        inners.append(aead.decrypt((iv ^ seq).to_bytes(12, "big"), frag, header))
+    new = keys(hkdf_expand_label("sha384", secret, b"traffic upd", hash_len("sha384")))
+    rewritten = b"".join(h + f for t, h, f in records[:app[0] + 1])
+    rewritten += seal(old, 1, b"\x18\x00\x00\x01\x00" + b"\x16")            # KeyUpdate, update_not_requested
+    rewritten += b"".join(seal(new, seq, inner) for seq, inner in enumerate(inners[1:]))
+
+    def plaintext(client_bytes: bytes) -> bytes:
+        s = TlsSession(log)
+        for side, data in items:
+            if side == SERVER:
+                s.feed(side, data, 0)
+        outs = s.feed(CLIENT, client_bytes, 0)
+        assert not [o for o in outs if isinstance(o, Notice)]
+        return b"".join(o.data for o in outs if isinstance(o, Plain))
+    assert len(inners) > 2 and plaintext(rewritten) == plaintext(client)
