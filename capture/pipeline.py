@@ -623,7 +623,9 @@ class Pipeline:
                 conns["tls"] = conns.get("tls", 0) + 1
             flow.conn = TlsConnection(self.keylog, self._new_connection, flow.make_info("tls", d.reason),
                                       probe=self.detector.probe if o.ports is None else None, quiet=quiet,
-                                      detect_limit=o.detect_limit, max_held=o.max_pending_bytes)
+                                      detect_limit=o.detect_limit,
+                                      # Off Kafka ports (HTTPS...) little is held waiting for keys.
+                                      max_held=o.detect_limit if quiet else o.max_pending_bytes)
         else:
             conns["kafka"] = conns.get("kafka", 0) + 1
             flow.make_info("kafka", d.reason)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -120,3 +123,54 @@ def test_compare_gives_tshark_the_keys_and_both_agree_as_on_plaintext() -> None:
     assert tls["only kdissect"] == tls["only wireshark"] == 0
     assert tls["disagreeing"] == plain["disagreeing"]
     assert tls["messages compared"] == plain["messages compared"] - 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="live capture needs root")
+def test_live_follows_a_key_log_the_clients_are_writing(tmp_path: Path) -> None:
+    """``kdissect live --tls-keylog`` while kafka-python and aiokafka write that key log (record_tls's
+    scenario, real TLS through the forwarder): every connection decrypted, as the clients reported."""
+    sys.path.insert(0, str(SAMPLES))
+    import record_tls as rt
+
+    from tests.brokers import in_netns, netns
+
+    keylog, out, work = tmp_path / "keys.log", tmp_path / "out", tmp_path / "work"
+    keylog.write_text("")                                 # created empty: the clients append as they connect
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(SAMPLES.parent)}
+    with netns(f"kd-i14-live-{os.getpid() % 10000}", mtu=1500) as ns, rt.netns_hosts(ns), \
+            rt.tansu_advertising(ns, f"tcp://{rt.HOST}:9093", tmp_path / "tansu.log"):
+        live = subprocess.Popen(in_netns(ns, [sys.executable, "-m", "kdissect", "live", "-i", "lo", "-o", str(out),
+                                              "--tls-keylog", str(keylog)]),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=SAMPLES.parent)
+        assert live.stderr is not None
+        first = live.stderr.readline()
+        assert first.startswith("listening on lo"), first + live.stderr.read()
+        result = tmp_path / "result.json"
+        rc = subprocess.call(in_netns(ns, [sys.executable, str(SAMPLES / "record_tls.py"), "--client", "tls13",
+                                           "--result", str(result), "--keylog", str(keylog), "--workdir", str(work)]),
+                             env=env, timeout=300, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert rc == 0
+        time.sleep(2)
+        live.send_signal(signal.SIGINT)
+        _, err = live.communicate(timeout=120)
+    assert live.returncode == 0 and "Traceback" not in err, err
+    report = json.loads(result.read_text())
+    ex = read_table(out, "exchanges").to_pandas()
+    an = read_table(out, "anomalies").to_pandas()
+    assert an[an.kind.str.startswith("tls")].empty, an.detail.tolist()
+    # lo carries both hops: client <-> forwarder (TLS, 9093) and forwarder <-> tansu (plaintext, 9092).
+    tls, plain = ex[ex.broker_port == 9093], ex[ex.broker_port == 9092]
+    assert (tls.tls_version == "TLS 1.3").all() and plain.tls_version.isna().all()
+    assert len(tls) >= 70 and len(plain) - 1 <= len(tls) <= len(plain)
+    parts = read_table(out, "partitions").to_pandas()
+    parts = parts[parts.connection.isin(set(tls.connection))]
+    produced = parts[(parts.api_name == "Produce") & (parts.direction == "request")]
+    got = produced.groupby(["topic", "partition"]).record_count.sum().astype(int).to_dict()
+    want: dict = {}
+    for c in report["clients"]:
+        for topic, ps in c.get("delivered", {}).items():
+            for p, s in ps.items():
+                want[(topic, int(p))] = want.get((topic, int(p)), 0) + s["count"]
+    assert got == want
