@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analysis import report_charts as charts
+from analysis import report_findings
 
 Results = Mapping[str, Sequence[Mapping[str, Any]]]
 DEFAULT_TITLE = "kafka-dissect report"
@@ -382,7 +383,9 @@ def render(results: Results, *, title: str = DEFAULT_TITLE) -> str:
     summary = p.rows("summary")
     p.shown.add("summary")
     if p.rows("findings"):
-        p.section("findings", "Findings", "What stands out, the most severe first.", p.table("findings"))
+        p.section("findings", "What to look at", "What the traffic says is wrong, the most severe first; each "
+                  "links to where it shows and gives a <code>kdissect show</code> line listing its exchanges.",
+                  report_findings.what_to_look_at(p.rows("findings")), p.table("findings"))
     else:
         p.shown.add("findings")
     p.section(

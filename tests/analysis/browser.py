@@ -55,6 +55,7 @@ class PageReport:
     screenshot: bytes = b""
     title: str = ""
     no_data: int = 0
+    probe: Any = None                                   # what the caller's ``probe`` expression returned
 
 
 class _Session:
@@ -112,7 +113,8 @@ def _describe(event: dict[str, Any]) -> str | None:
     return None
 
 
-async def _drive(ws_url: str, url: str, width: int, height: int, timeout: float) -> PageReport:
+async def _drive(ws_url: str, url: str, width: int, height: int, timeout: float,
+                 probe: str | None = None) -> PageReport:
     import websockets
 
     report = PageReport()
@@ -138,6 +140,8 @@ async def _drive(ws_url: str, url: str, width: int, height: int, timeout: float)
         report.charts = await s.evaluate(CHARTS_JS) or []
         report.no_data = await s.evaluate("document.querySelectorAll('.nodata').length")
         report.title = await s.evaluate("document.title")
+        if probe:
+            report.probe = await s.evaluate(probe)
         metrics = await s.send("Page.getLayoutMetrics")
         size = metrics.get("cssContentSize") or metrics["contentSize"]
         shot = await s.send("Page.captureScreenshot", {
@@ -159,8 +163,10 @@ async def _drive(ws_url: str, url: str, width: int, height: int, timeout: float)
     return report
 
 
-def open_page(path: Path, *, width: int = 1400, height: int = 900, timeout: float = 60) -> PageReport:
-    """Load ``path`` in headless chromium, wait for the report's charts, and report on the page."""
+def open_page(path: Path, *, width: int = 1400, height: int = 900, timeout: float = 60,
+              probe: str | None = None) -> PageReport:
+    """Load ``path`` in headless chromium, wait for the report's charts, and report on the page
+    (``probe``: a JavaScript expression whose JSON value is returned as ``PageReport.probe``)."""
     binary = chromium_binary()
     if binary is None:
         raise FileNotFoundError("chromium not found: apt-get install chromium")
@@ -179,7 +185,7 @@ def open_page(path: Path, *, width: int = 1400, height: int = 900, timeout: floa
                 raise RuntimeError(f"chromium did not start (exit {proc.poll()})")
             # Keep draining stderr so chromium never blocks on a full pipe.
             threading.Thread(target=proc.stderr.read, daemon=True).start()
-            return asyncio.run(_drive(ws_url, path.resolve().as_uri(), width, height, timeout))
+            return asyncio.run(_drive(ws_url, path.resolve().as_uri(), width, height, timeout, probe))
         finally:
             proc.terminate()
             try:
