@@ -9,7 +9,7 @@ CPU time (user + sys, getrusage of the child) and peak RSS are reported, the
 best of ``--repeat``. Then the TLS capture again with the key log padded with
 N decoy lines (other connections' keys, as a long-lived SSLKEYLOGFILE has),
 through the capture path alone (no Parquet writer): peak RSS grows by the
-index only (16 bytes a key log line), never by the secrets.
+index only (8 bytes a key log line), never by the secrets.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 Format (one per line): ``LABEL <client random hex> <secret hex>``; comments,
 blank lines, unknown labels and malformed lines (a log cut mid-line) are
-skipped. Secrets stay in the file: the index keeps, per line, the first 8
-bytes of its client random and the line's offset (16 bytes a line, in numpy
-arrays), and a lookup reads only the lines of the connection at hand. A file
+skipped. Secrets stay in the file: the index keeps, per line, one 64-bit
+number (the first 3 bytes of its client random and the line's offset, in a
+sorted numpy array: 8 bytes a line), and a lookup reads only the lines of the
+connection at hand. A file
 that grows (a live client appending after each handshake) is re-read from
 where the last read stopped.
 """
@@ -12,6 +13,7 @@ where the last read stopped.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -40,10 +42,6 @@ def parse_line(line: bytes) -> tuple[str, bytes, bytes] | None:
         return None
 
 
-def _prefix(random_hex: bytes) -> int:
-    return int(random_hex[:16], 16)
-
-
 def check_readable(path: str) -> None:
     """Raise :class:`KeyLogError` (one line, naming only the file) unless ``path`` is a readable file."""
     if os.path.isdir(path):
@@ -55,14 +53,21 @@ def check_readable(path: str) -> None:
         raise KeyLogError(f"TLS key log {path}: cannot read: {exc.strerror or exc}") from None
 
 
+# One uint64 per indexed line: the client random's first 3 bytes above the line's offset (40 bits,
+# files up to 1 TiB). A prefix shared by two randoms costs one more line read, never a wrong key:
+# the line's full random is compared.
+_OFFSET_BITS = 40
+_OFFSET_MASK = (1 << _OFFSET_BITS) - 1
+_LINE = re.compile(rb"^(?:" + b"|".join(sorted(_BLABELS)) + rb") ([0-9a-fA-F]{6})[0-9a-fA-F]{58} ", re.M)
+
+
 class _KeyFile:
-    """One key log file: an index of (random prefix, line offset), read incrementally."""
+    """One key log file: a sorted index of (random prefix, line offset), read incrementally."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._done = 0                      # bytes indexed so far (always at a line start)
-        self._keys: list[np.ndarray] = []   # sorted segments, one per read
-        self._offs: list[np.ndarray] = []
+        self._index: list[np.ndarray] = []  # sorted uint64 segments, one per read
         self.lines = 0
         check_readable(path)
 
@@ -73,12 +78,10 @@ class _KeyFile:
         except OSError:
             return False
         if size < self._done:               # truncated and rewritten: start over
-            self._done, self._keys, self._offs = 0, [], []
+            self._done, self._index = 0, []
         if size == self._done:
             return False
-        keys: list[int] = []
-        offs: list[int] = []
-        parts: list[tuple[np.ndarray, np.ndarray]] = []     # Python ints only per 64k lines: flat temp memory
+        parts: list[np.ndarray] = []
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._done)
@@ -88,65 +91,47 @@ class _KeyFile:
                     if not chunk:
                         break
                     data = tail + chunk
-                    start = 0
-                    while True:
-                        nl = data.find(b"\n", start)
-                        if nl < 0:
-                            break
-                        self._index(data[start:nl], pos + start, keys, offs)
-                        start = nl + 1
-                        if len(keys) >= 65536:
-                            parts.append((np.array(keys, dtype=np.uint64), np.array(offs, dtype=np.uint64)))
-                            keys, offs = [], []
-                    pos += start
-                    tail = data[start:]
+                    end = data.rfind(b"\n") + 1          # whole lines only; the rest waits for more
+                    if end:
+                        parts.append(self._entries(data[:end], pos))
+                    pos += end
+                    tail = data[end:]
                     if len(tail) > _MAX_LINE:           # no newline for this long: not a key log line
                         pos, tail = pos + len(tail), b""
                 if final and tail:
-                    self._index(tail, pos, keys, offs)
+                    parts.append(self._entries(tail + b"\n", pos))
                     pos += len(tail)
         except OSError:
             return False
         self._done = pos
-        if keys:
-            parts.append((np.array(keys, dtype=np.uint64), np.array(offs, dtype=np.uint64)))
-        if parts:
-            k = np.concatenate([p[0] for p in parts])
-            o = np.concatenate([p[1] for p in parts])
-            del parts
-            added = len(k)
-            order = np.argsort(k, kind="stable")
-            self._keys.append(k[order])
-            self._offs.append(o[order])
-            if len(self._keys) > 8:         # keep lookups cheap on a long-growing file
-                k, o = np.concatenate(self._keys), np.concatenate(self._offs)
-                order = np.argsort(k, kind="stable")
-                self._keys, self._offs = [k[order]], [o[order]]
-            self.lines += added
-            return True
-        return False
+        found = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+        del parts
+        if not len(found):
+            return False
+        found.sort()
+        self._index.append(found)
+        if len(self._index) > 8:            # keep lookups cheap on a long-growing file
+            merged = np.concatenate(self._index)
+            self._index = []
+            merged.sort()
+            self._index = [merged]
+        self.lines += len(found)
+        return True
 
     @staticmethod
-    def _index(line: bytes, offset: int, keys: list[int], offs: list[int]) -> None:
-        sp = line.find(b" ")
-        if sp <= 0 or line[:sp] not in _BLABELS:
-            return
-        rnd = line[sp + 1:sp + 65]
-        if len(rnd) != 64:
-            return
-        try:
-            keys.append(_prefix(rnd))
-        except ValueError:
-            return
-        offs.append(offset)
+    def _entries(data: bytes, base: int) -> np.ndarray:
+        # The regex finds candidate lines at C speed; the random must be hex and whole for a line to count.
+        return np.fromiter(((int(m[1], 16) << _OFFSET_BITS) | (base + m.start()) for m in _LINE.finditer(data)),
+                           dtype=np.uint64)
 
     def lookup(self, client_random: bytes) -> Secrets:
-        want = np.uint64(int.from_bytes(client_random[:8], "big"))
+        prefix = int.from_bytes(client_random[:3], "big")
+        lo = np.uint64(prefix << _OFFSET_BITS)
         offsets = []
-        for k, o in zip(self._keys, self._offs):
-            i = int(np.searchsorted(k, want, side="left"))
-            while i < len(k) and k[i] == want:
-                offsets.append(int(o[i]))
+        for index in self._index:
+            i = int(np.searchsorted(index, lo, side="left"))
+            while i < len(index) and int(index[i]) >> _OFFSET_BITS == prefix:
+                offsets.append(int(index[i]) & _OFFSET_MASK)
                 i += 1
         out: Secrets = {}
         if not offsets:
