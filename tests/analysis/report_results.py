@@ -144,16 +144,20 @@ def results() -> dict[str, list[dict[str, Any]]]:
                          {"client_id": "kd-rb-a-tansu", "api_name": "Fetch", "api_version": 16,
                           "broker_max_version": 16, "outdated": False, "count": 90}],
         "anomalies_by_kind": [{"kind": "trailing_bytes", "count": 59, "first_ts": iso(0.1), "last_ts": iso(84.0)}],
-        "findings": [
-            {"finding": "session_timeout", "severity": "critical", "subject_kind": "group", "subject": "kd-rb-mock",
-             "capture": "group-rebalance.pcap", "first_ts": iso(56.0), "last_ts": iso(65.0),
-             "evidence": "member kd-rb-c-mock stopped heartbeating; removed after 9.0 s",
-             "explanation": "its partitions went unconsumed until the rebalance ended",
-             "advice": "find why the member died; session.timeout.ms bounds the gap",
-             "show": "kdissect show group-rebalance.pcap --api Heartbeat,JoinGroup"},
-            {"finding": "commit_during_rebalance", "severity": "warning", "subject_kind": "client",
-             "subject": HOSTILE_CLIENT, "capture": "group-rebalance.pcap", "first_ts": iso(45.0), "last_ts": iso(71.0),
-             "evidence": "6 OffsetCommit answered REBALANCE_IN_PROGRESS", "explanation": None,
-             "advice": "commit before the revoke callback returns", "show": None},
-        ],
     }
+
+
+def findings() -> list[dict[str, Any]]:
+    """Two findings (issue 15's table) for the report tests that want the opening section."""
+    return [
+        {"finding": "group.session_timeout", "severity": "critical", "subject_kind": "group", "subject": "kd-rb-mock",
+         "capture": "group-rebalance.pcap", "first_ts": iso(56.0), "last_ts": iso(65.0),
+         "evidence": "member kd-rb-c-mock stopped heartbeating; removed after 9.0 s",
+         "explanation": "its partitions went unconsumed until the rebalance ended",
+         "advice": "find why the member died; session.timeout.ms bounds the gap",
+         "show": "kdissect show group-rebalance.pcap --api Heartbeat,JoinGroup"},
+        {"finding": "consumer.commit_during_rebalance", "severity": "warning", "subject_kind": "client",
+         "subject": HOSTILE_CLIENT, "capture": "group-rebalance.pcap", "first_ts": iso(45.0), "last_ts": iso(71.0),
+         "evidence": "6 OffsetCommit answered REBALANCE_IN_PROGRESS", "explanation": None,
+         "advice": "commit before the revoke callback returns", "show": None},
+    ]

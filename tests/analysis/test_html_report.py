@@ -12,7 +12,7 @@ import pytest
 from analysis import html_report
 
 from .browser import chromium_binary, open_page
-from .report_results import HOSTILE_CLIENT, HOSTILE_TOPIC, results
+from .report_results import HOSTILE_CLIENT, HOSTILE_TOPIC, findings, results
 
 CHARTS = {"ch-latency-time", "ch-latency-cdf", "ch-errors-time", "ch-throughput-time", "ch-lag",
           "ch-rebalances-0", "ch-rebalances-1"}  # a timeline per group: the fixture has two
@@ -89,7 +89,7 @@ def test_caught_up_consumers_are_said_so_rather_than_no_data() -> None:
 
 
 def test_findings_open_the_report() -> None:
-    page = html_report.render(results())  # the fixture has two findings (rendered by report_findings)
+    page = html_report.render({**results(), "findings": findings()})
     assert page.index('id="findings"') < page.index('id="latency"')
     assert HOSTILE_CLIENT not in page
 
