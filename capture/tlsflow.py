@@ -102,6 +102,7 @@ class TlsConnection:
         buffered, self._buffered = self._buffered, []
         if verdict == "not_kafka":
             self.not_kafka = True
+            self.session.stop("not Kafka", buffered[0][2] if buffered else 0)
             if self.quiet:
                 return []
             ts = buffered[0][2]

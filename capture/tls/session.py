@@ -115,6 +115,12 @@ class TlsSession:
                 break
         return out
 
+    def stop(self, why: str, ts: int) -> None:
+        """The caller needs no more plaintext (not Kafka): stop decrypting, quietly."""
+        if self.ended is None:
+            self.ended = Notice("stopped", why, ts)
+            self._held, self._held_bytes = [], 0
+
     def gap(self, side: int, ts: int) -> None:
         """Bytes of this side were lost: record boundaries and sequence numbers with them."""
         if self.ended is None:
@@ -332,13 +338,3 @@ class TlsSession:
         self.ended = Notice(kind, detail, ts, side)
         self._held, self._held_bytes = [], 0
         return self.ended
-
-    def release(self, ts: int) -> list[Output]:
-        """Live: try held records again (the key log may have grown)."""
-        if self.ended is not None or not self._held or self._keyed:
-            return []
-        out: list[Output] = []
-        side, ctype, header, fragment, hts = self._held.pop()
-        self._held_bytes -= len(fragment)
-        self._record(side, ctype, header, fragment, hts, out)
-        return out

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import datetime
+import ssl
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from capture import CaptureOptions, ConnectionEnd, read_capture
-from dissector.events import Anomaly, Exchange
+from capture.detect import KafkaProbe
+from capture.flows import ConnectionInfo
+from capture.tls.keylog import KeyLog
+from capture.tlsflow import TlsConnection
+from dissector.events import Anomaly, Direction, Exchange
 from tests.capture import pcaptools as pt
 
 TLS = Path(__file__).resolve().parents[2] / "samples" / "tls"
@@ -178,3 +188,104 @@ def test_live_key_log_that_never_gets_the_keys(tmp_path: Path) -> None:
     exchanges, anomalies = _run_live(records, keylog, 10**9, "")
     assert not exchanges and len(anomalies) == 10
     assert all([a.kind for a in v] == ["tls"] for v in anomalies.values())
+
+
+# -- TLS made in-process by OpenSSL on both ends (ssl.MemoryBIO, keys logged): what no sample holds ---
+
+def _contexts(tmp: Path) -> tuple[ssl.SSLContext, ssl.SSLContext, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tls.test")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("tls.test")]), critical=False)
+            .sign(key, hashes.SHA256()))
+    (tmp / "c.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp / "k.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                  serialization.NoEncryption()))
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(tmp / "c.pem", tmp / "k.pem")
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.load_verify_locations(tmp / "c.pem")
+    keys = tmp / "keys.log"
+    client.keylog_filename = str(keys)
+    return client, server, keys
+
+
+def _conversation(tmp: Path, messages: list[tuple[int, bytes]]) -> tuple[list[tuple[int, bytes]], Path]:
+    """The wire bytes (side, data) of a TLS connection carrying ``messages`` (side 0 = client)."""
+    cctx, sctx, keys = _contexts(tmp)
+    bios = [(ssl.MemoryBIO(), ssl.MemoryBIO()) for _ in range(2)]       # (incoming, outgoing) per side
+    ends = [cctx.wrap_bio(*bios[0], server_hostname="tls.test"), sctx.wrap_bio(*bios[1], server_side=True)]
+    wire: list[tuple[int, bytes]] = []
+
+    def pump() -> None:
+        for side in (0, 1):
+            data = bios[side][1].read()
+            if data:
+                wire.append((side, data))
+                bios[1 - side][0].write(data)
+
+    for _ in range(10):                                                   # the handshake
+        for end in ends:
+            try:
+                end.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+        pump()
+    for side, data in messages:
+        ends[side].write(data)
+        pump()
+        try:
+            ends[1 - side].read(65536)
+        except ssl.SSLWantReadError:
+            pass
+        pump()
+    return wire, keys
+
+
+def _info() -> ConnectionInfo:
+    return ConnectionInfo("c", "10.0.0.1", 40000, "10.0.0.2", 9093, 0, 0, "tls", True, "test")
+
+
+def _feed(conn: TlsConnection, wire: list[tuple[int, bytes]]) -> list:
+    events = []
+    for side, data in wire:
+        events += conn.feed(Direction.TO_BROKER if side == 0 else Direction.TO_CLIENT, data, 1)
+    return events + conn.close(2)
+
+
+def test_decrypted_but_not_kafka(tmp_path: Path) -> None:
+    wire, keys = _conversation(tmp_path, [(0, b"GET / HTTP/1.1\r\nHost: tls.test\r\n\r\n"),
+                                          (1, b"HTTP/1.1 200 OK\r\n\r\n")])
+    made: list = []
+    for quiet in (False, True):
+        conn = TlsConnection(KeyLog([keys]), made.append, _info(), probe=KafkaProbe.from_dissector(),
+                             quiet=quiet, detect_limit=16384, max_held=1 << 20)
+        events = _feed(conn, wire)
+        assert conn.session.info.decrypted and conn.session.info.sni == "tls.test" and conn.not_kafka
+        if quiet:                                     # off a Kafka port: no trace at all
+            assert events == [] and conn.hidden
+        else:
+            assert [e.kind for e in events if isinstance(e, Anomaly)] == ["tls"]
+            assert "not a Kafka request" in events[0].detail
+    assert made == []                                 # no dissector connection was made
+
+
+def test_kafka_bytes_inside_in_process_tls(tmp_path: Path) -> None:
+    request = b"\x00\x00\x00\x0bkafka bytes"           # an explicit Kafka port: taken without sniffing
+    wire, keys = _conversation(tmp_path, [(0, request)])
+    fed: list = []
+
+    class Recorder:
+        def feed(self, direction, data, ts):
+            fed.append((direction, data))
+            return []
+
+        def close(self, ts):
+            return []
+    conn = TlsConnection(KeyLog([keys]), lambda mid: Recorder(), _info(), probe=None, quiet=False,
+                         detect_limit=16384, max_held=1 << 20)
+    assert _feed(conn, wire) == []
+    assert b"".join(d for direction, d in fed if direction is Direction.TO_BROKER) == request
