@@ -174,7 +174,7 @@ def embedded() -> Iterator[bytes]:
 
 
 def _v07_streams() -> Iterator[list[tuple[int, bytes]]]:
-    """0.7 conversations: the recorded clients' sample (samples/v07-*.pcap, through the pipeline),
+    """0.7 conversations: the recorded clients' sample (samples/v07/, through the pipeline),
     and hand-built ones with what no client at hand sends (compression, errors, bad CRCs)."""
     from tests.dissector.v07 import build as b
 
@@ -192,7 +192,7 @@ def _v07_streams() -> Iterator[list[tuple[int, bytes]]]:
         yield items[:3] + [(3, b"\0" * 20)] + items[5:]        # response bytes lost
         yield items[:2] + [(2, b"\0" * 30)] + items[3:]        # request bytes lost
         yield [(tag, data[i:i + 7]) for tag, data in items for i in range(0, len(data), 7)]
-    for path in SAMPLES.glob("v07-*.pcap"):
+    for path in sorted((SAMPLES / "v07").glob("*.pcap")):
         lt, records = pt.read_records(path)
         log: list[list[tuple[int, bytes]]] = []
         pipe = Pipeline(CaptureOptions(), connection_factory=lambda mid: _Recorder(mid, log))
