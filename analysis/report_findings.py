@@ -44,9 +44,11 @@ BY_FAMILY = {"producer": ("t-producers", "producers"), "client": ("t-clients", "
 STYLE = """<style>
 .kd-look{list-style:none;margin:0;padding:0}
 .kd-look li{border-left:4px solid #999;background:#fafafa;margin:0 0 .6em;padding:.5em .8em}
-.kd-look li.critical{border-color:#c62828}.kd-look li.warning{border-color:#ef6c00}.kd-look li.info{border-color:#1565c0}
+.kd-look li.critical{border-color:#c62828}.kd-look li.warning{border-color:#ef6c00}
+.kd-look li.info{border-color:#1565c0}
 .kd-look .sev{font-weight:bold;text-transform:uppercase;font-size:.8em;margin-right:.5em}
-.kd-look li.critical .sev{color:#c62828}.kd-look li.warning .sev{color:#ef6c00}.kd-look li.info .sev{color:#1565c0}
+.kd-look li.critical .sev{color:#c62828}.kd-look li.warning .sev{color:#ef6c00}
+.kd-look li.info .sev{color:#1565c0}
 .kd-look p{margin:.25em 0}.kd-look code{font-size:.85em;word-break:break-all}
 </style>"""
 

@@ -21,6 +21,7 @@ Decode Apache Kafka traffic from packet captures into a Parquet dataset that
 Spark, pandas and DuckDB read as it is.
 
 Start here:
+  kdissect doctor traffic.pcap                what is wrong, worst first (decode + analyze)
   kdissect decode traffic.pcap -o out/        capture file(s) -> Parquet dataset
   kdissect show traffic.pcap --api Produce    one line per Kafka message, like tshark
   kdissect live -i eth0 -o out/ --rotate 60   sniff an interface into the dataset
@@ -180,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "past it packets are dropped and reported (default 1024, at least 16)")
     _common(p, records=True)
 
+    from kdissect import doctor  # argument definitions only: Spark loads when the command runs
+    p = sub.add_parser("doctor", help="decode + analyze + findings: what is wrong, worst first (exit 1: critical)",
+                       description=doctor.HELP, formatter_class=fmt)
+    doctor.add_arguments(p)
+
     p = sub.add_parser("compare", help="compare kdissect's decoding of a capture with Wireshark's")
     p.add_argument("input", metavar="INPUT", help="a pcap/pcapng file")
     p.add_argument("--ports", metavar="LIST", help="Kafka ports (default: detect)")
@@ -282,6 +288,19 @@ def _protocol(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"decode": _decode, "show": _show, "live": _live, "compare": _compare, "protocol": _protocol}
+
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from kdissect.doctor import UsageError, run
+    try:
+        return run(args)
+    except (UsageError, KdissectError, CaptureError) as exc:  # exit 1 means "a critical finding": failures are 2
+        sys.stderr.write(f"kdissect doctor: {exc}\n")
+        return EXIT_USAGE
+
+
+COMMANDS["doctor"] = _doctor
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import reduce
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analysis.findings import brokers, clients, consumers, groups, producer
@@ -20,7 +20,7 @@ RULES: tuple[Rule, ...] = producer.RULES + clients.RULES + consumers.RULES + gro
 BY_ID = {r.id: r for r in RULES}
 
 __all__ = ["BY_ID", "COLUMNS", "FINDINGS", "RULES", "SEVERITIES", "Config", "FindingsConfigError", "Inputs",
-           "Rule", "findings", "load", "rules_markdown", "severity_rank"]
+           "Rule", "findings", "from_dataset", "load", "rules_markdown", "severity_rank"]
 
 
 def severity_rank() -> F.Column:
@@ -47,3 +47,12 @@ def rules_markdown() -> str:
     lines += [f"| `{r.id}` | {r.severity} | {r.detects} | {r.evidence} | {thresholds(r)} | {r.advice} |"
               for r in RULES]
     return "\n".join(lines) + "\n"
+
+
+def from_dataset(spark: SparkSession, path: str, config: Config | None = None) -> DataFrame:
+    """The findings of one dataset directory written by ``kdissect decode``."""
+    from analysis import dataset
+
+    ex = dataset.read_table(spark, path, "exchanges").cache()
+    parts = dataset.read_table(spark, path, "partitions").cache()
+    return findings(Inputs(ex, parts), config)

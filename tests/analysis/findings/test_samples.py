@@ -29,7 +29,8 @@ def found(spark, tmp_path_factory) -> list[dict]:
         pytest.skip("no findings samples")
     out = tmp_path_factory.mktemp("findings") / "ds"
     kdissect.write_dataset([FOLDER / e["pcap"] for e in EXPECTED.values()], out)
-    inp = Inputs(dataset.read_exchanges(spark, str(out)).cache(), dataset.read_partitions(spark, str(out)).cache())
+    inp = Inputs(dataset.read_table(spark, str(out), "exchanges").cache(),
+                 dataset.read_table(spark, str(out), "partitions").cache())
     return [r.asDict() for r in findings(inp).collect()]
 
 
