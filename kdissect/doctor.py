@@ -95,7 +95,7 @@ def evidence_text(raw: object, limit: int = 400) -> str:
     except ValueError:
         value = raw
     if isinstance(value, Mapping):
-        text = ", ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in value.items())
+        text = ", ".join(f"{k}={json.dumps(v)}" for k, v in value.items())
     else:
         text = str(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."

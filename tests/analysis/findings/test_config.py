@@ -58,3 +58,11 @@ def test_bad_toml(tmp_path):
         load(RULES, path)
     with pytest.raises(FindingsConfigError, match="missing.toml"):
         load(RULES, tmp_path / "missing.toml")
+
+
+def test_readme_lists_every_rule_with_its_defaults():
+    from pathlib import Path
+
+    from analysis.findings import rules_markdown
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    assert rules_markdown() in readme
