@@ -62,6 +62,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rules", metavar="FILE.toml", help="thresholds from a TOML file (one table per rule id)")
     p.add_argument("--ports", metavar="LIST",
                    help="Kafka ports, e.g. 9092,9093 or 9092-9094 (default: detect Kafka on any port)")
+    p.add_argument("--tls-keylog", action="append", default=[], metavar="FILE",
+                   help="decrypt TLS with the session keys in this NSS key log file; repeatable")
     p.add_argument("--all", action="store_true", help="print info findings too (default: critical and warning, "
                                                       "info ones are counted)")
 
@@ -146,7 +148,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
     _check_outputs(args)
     try:
         files = capture_files(args.inputs)
-        options = DecodeOptions(ports=ports_option(args.ports))
+        options = DecodeOptions(ports=ports_option(args.ports), tls_keylog=tuple(args.tls_keylog))
     except KdissectError as exc:
         raise UsageError(str(exc)) from None
     paths: dict[str, Path] = {}

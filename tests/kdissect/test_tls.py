@@ -174,3 +174,16 @@ def test_live_follows_a_key_log_the_clients_are_writing(tmp_path: Path) -> None:
             for p, s in ps.items():
                 want[(topic, int(p))] = want.get((topic, int(p)), 0) + s["count"]
     assert got == want
+
+
+def test_parallel_decode_decrypts_each_share(tmp_path: Path) -> None:
+    from kdissect.decode import decode_files
+    from kdissect.source import DecodeOptions
+    options = DecodeOptions(tls_keylog=(str(TLS / "tls13.keys"),))
+    one = decode_files([TLS / "tls13.pcap"], tmp_path / "one", options)
+    two = decode_files([TLS / "tls13.pcap"], tmp_path / "two", options, jobs=2, min_share_bytes=0)
+    assert two.counts.exchanges == one.counts.exchanges >= 70 and not two.counts.anomalies
+    cols = ["connection", "correlation_id", "api_key", "status", "tls_version", "tls_cipher", "tls_sni"]
+    rows = [read_table(tmp_path / d, "exchanges").to_pandas()[cols].sort_values(cols[:2]).reset_index(drop=True)
+            for d in ("one", "two")]
+    assert rows[0].equals(rows[1])
