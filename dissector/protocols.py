@@ -23,7 +23,7 @@ from typing import Any
 
 from dissector import framing
 from dissector.connection import Connection, Options
-from dissector.events import KAFKA_PROTOCOL, Direction, Event
+from dissector.events import KAFKA_PROTOCOL, Anomaly, Direction, Event
 from dissector.framing import DEFAULT_MAX_FRAME, Sniff
 from dissector.topics import TopicRegistry
 from dissector.v07 import wire as v07
@@ -148,6 +148,9 @@ def find_request_frame(data: bytes, start: int = 0, max_frame: int = DEFAULT_MAX
     return v07.find_request(data, start, max_frame, require_complete)[0]
 
 
+_REPORTED_GAP = "reported gap"     # a gap already reported while the protocol was undecided
+
+
 class AutoConnection:
     """A connection that has not yet shown its protocol generation (see the module doc)."""
 
@@ -180,16 +183,24 @@ class AutoConnection:
         return self._commit(decided) if decided is not None else []
 
     def gap(self, direction: Direction, ts: int, nbytes: int | None) -> list[Event]:
-        self._calls.append(("gap", (direction, ts, nbytes)))
         if direction == Direction.TO_BROKER:
             if not self._client and not self._scan:
                 self._scan = True          # the first request was lost: search the bytes after the gap
-                return []
+                return self._deferred_gap(direction, ts, nbytes)
             if self._scan:
                 self._client_gap = True
-                return []
+                return self._deferred_gap(direction, ts, nbytes)
+            self._calls.append(("gap", (direction, ts, nbytes)))
             return self._commit(self._decide(final=True) or KAFKA_PROTOCOL)
-        return []
+        return self._deferred_gap(direction, ts, nbytes)
+
+    def _deferred_gap(self, direction: Direction, ts: int, nbytes: int | None) -> list[Event]:
+        # The caller expects a gap to be reported when it happens; the chosen connection's own
+        # report of it, when the call is replayed, is then dropped (see _commit).
+        offset = sum(len(a[1]) for n, a in self._calls if n == "feed" and a[0] == direction)
+        self._calls.append((_REPORTED_GAP, (direction, ts, nbytes)))
+        lost = "an unknown number of" if nbytes is None else str(nbytes)
+        return [Anomaly("gap", direction, ts, f"{lost} bytes missing from the capture", offset, {"bytes": nbytes})]
 
     def close(self, ts: int) -> list[Event]:
         out = self._commit(self._decide(final=True) or KAFKA_PROTOCOL)
@@ -245,7 +256,14 @@ class AutoConnection:
         self.inner = inner
         out: list[Event] = []
         for name, args in self._calls:
-            out += getattr(inner, name)(*args)
+            if name != _REPORTED_GAP:
+                out += getattr(inner, name)(*args)
+                continue
+            evs = inner.gap(*args)
+            gaps = [i for i, ev in enumerate(evs) if isinstance(ev, Anomaly) and ev.kind == "gap"]
+            if gaps:
+                del evs[gaps[0]]
+            out += evs
         self._calls = []
         self._client = bytearray()
         # From now on calls go straight to the chosen connection.
