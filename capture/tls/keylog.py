@@ -157,8 +157,7 @@ class KeyLog:
         self._embedded: dict[bytes, Secrets] = {}
         self.blocks: list[bytes] = []        # pcapng DSB payloads, appended by the reader
         self.generation = 0                  # grows whenever new key lines were indexed
-        for f in self._files:
-            f.update(final=not live)
+        self._indexed = False                # files are indexed at the first lookup: opening is cheap
 
     @property
     def configured(self) -> bool:
@@ -180,6 +179,10 @@ class KeyLog:
         """The secrets logged for ``client_random`` (empty if none)."""
         while self.blocks:
             self.add_text(self.blocks.pop(0))
+        if not self._indexed:
+            self._indexed = True
+            for f in self._files:
+                f.update(final=not self._live)
         out = dict(self._embedded.get(client_random, {}))
         for f in self._files:
             out.update(f.lookup(client_random))
@@ -188,6 +191,7 @@ class KeyLog:
     def refresh(self) -> bool:
         """Live: index lines appended since the last look; True if there were any."""
         grew = bool(self.blocks)
+        self._indexed = True
         for f in self._files:
             grew = f.update(final=False) or grew
         if grew:
