@@ -289,3 +289,26 @@ def test_kafka_bytes_inside_in_process_tls(tmp_path: Path) -> None:
                          detect_limit=16384, max_held=1 << 20)
     assert _feed(conn, wire) == []
     assert b"".join(d for direction, d in fed if direction is Direction.TO_BROKER) == request
+
+
+def test_sasl_inside_tls_is_decoded_and_redacted(tmp_path: Path) -> None:
+    from dissector.connection import Connection, Options
+    from dissector.encoder import request_frame, response_frame
+    from dissector.events import Request
+    from dissector.redact import REDACTED
+
+    wire, keys = _conversation(tmp_path, [
+        (0, request_frame(17, 1, 1, "c", {"mechanism": "PLAIN"})),
+        (1, response_frame(17, 1, 1, {"error_code": 0, "mechanisms": ["PLAIN"]})),
+        (0, request_frame(36, 2, 2, "c", {"auth_bytes": b"\x00alice\x00s3cret"})),
+        (1, response_frame(36, 2, 2, {"error_code": 0, "error_message": None, "auth_bytes": b"",
+                                      "session_lifetime_ms": 0})),
+    ])
+    conn = TlsConnection(KeyLog([keys]), lambda mid: Connection(Options(), mid_stream=mid), _info(),
+                         probe=KafkaProbe.from_dissector(), quiet=False, detect_limit=16384, max_held=1 << 20)
+    events = _feed(conn, wire)
+    requests = [e for e in events if isinstance(e, Request)]
+    assert [(r.api_key, r.api_version) for r in requests] == [(17, 1), (36, 2)]
+    assert requests[1].body["auth_bytes"] == REDACTED and requests[1].body["sasl_plain_username"] == "alice"
+    assert "s3cret" not in repr(events)
+    assert [e.status.value for e in events if isinstance(e, Exchange)] == ["ok", "ok"]
