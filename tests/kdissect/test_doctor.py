@@ -67,7 +67,7 @@ def test_compact_print_hides_info_unless_asked():
 
 def _args(tmp_path: Path, *inputs: Path, **kw) -> argparse.Namespace:
     base = dict(inputs=[str(p) for p in inputs], dataset=None, master="local[1]", report=None, json=None, set=[],
-                rules=None, ports=None, all=False)
+                rules=None, ports=None, tls_keylog=[], all=False)
     return argparse.Namespace(**{**base, **kw})
 
 
