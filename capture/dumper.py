@@ -146,6 +146,8 @@ class Dumper:
     def _say(self, line: str) -> None:
         try:
             os.write(self.out, (line + "\n").encode())
+        except BlockingIOError:
+            pass                         # the parent is not reading (stopped?): the next line has the totals
         except OSError:
             pass                         # the parent is gone: keep spooling, it may still be read
 
@@ -293,6 +295,10 @@ class Dumper:
                 return
 
     def finish(self, reason: str) -> None:
+        try:
+            os.set_blocking(self.out, True)   # the last line must get through
+        except OSError:
+            pass
         self._stats()
         self.spool.close()
         what, _, detail = reason.partition(" ")
@@ -316,7 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     sock = socket.socket(fileno=a.fd)
     sock.setblocking(False)
     spool = Spool(a.dir, section_header(a.interface, a.linktype, a.snaplen), a.segment_bytes, a.max_bytes)
-    d = Dumper(sock, a.linktype, a.cooked, a.snaplen, spool, a.count, a.duration, sys.stdout.fileno())
+    out = sys.stdout.fileno()
+    os.set_blocking(out, False)   # a status line must never stall the capture
+    d = Dumper(sock, a.linktype, a.cooked, a.snaplen, spool, a.count, a.duration, out)
     signal.signal(signal.SIGINT, d.on_signal)
     signal.signal(signal.SIGTERM, d.on_signal)
     reason = "error"

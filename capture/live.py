@@ -191,6 +191,8 @@ class DumperStatus:
     ended: str | None = None              # stopped, count, duration, interface, error
     detail: str = ""
     unreported_drops: int = 0
+    ended_at: float = 0.0                 # time.monotonic() when it ended
+    backlog_at_end: int = 0               # spooled bytes not yet decoded then
     lines: list[str] = field(default_factory=list)   # anything unexpected it printed
 
 
@@ -254,6 +256,8 @@ class LiveSource(SpoolSource):
                     st.packets, st.kernel_drops, st.spool_drops, st.unreported_drops, st.cut = \
                         map(int, parts[2:7])
                     st.detail = " ".join(parts[7:])
+                    st.backlog_at_end = self.backlog()
+                    st.ended_at = time.monotonic()
                     st.ended = parts[1]
                 else:
                     st.lines.append(raw.decode("utf-8", "replace").rstrip())

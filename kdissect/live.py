@@ -159,6 +159,30 @@ def run_live(live: LiveOptions, options: DecodeOptions, status: TextIO) -> int:
     out = prepare_outdir(live.outdir, tables)
     names = _Rotation(live.interface)
     spool = out / ".spool" / names.capture
+    signals: list[int] = []
+    runs: list[LiveRun] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        # First: stop capturing, decode the spool to its end. Second: stop decoding now.
+        # A third gives up at once. Installed before the socket opens, so none is missed.
+        signals.append(signum)
+        if len(signals) > 2:
+            raise KeyboardInterrupt
+        if runs:
+            (runs[0].stop if len(signals) == 1 else runs[0].abort)()
+
+    handled = (signal.SIGINT, signal.SIGTERM)
+    restore = {s: signal.signal(s, on_signal) for s in handled} \
+        if threading.current_thread() is threading.main_thread() else {}
+    try:
+        return _run(live, options, status, out, names, spool, signals, runs, tables)
+    finally:
+        for s, h in restore.items():
+            signal.signal(s, h)
+
+
+def _run(live: LiveOptions, options: DecodeOptions, status: TextIO, out: Path, names: _Rotation, spool: Path,
+         signals: list[int], runs: list[LiveRun], tables: tuple[str, ...]) -> int:
     try:
         run = live_capture(CaptureLiveOptions(
             interface=live.interface, duration=live.duration, count=live.count, spool_dir=spool,
@@ -167,41 +191,27 @@ def run_live(live: LiveOptions, options: DecodeOptions, status: TextIO) -> int:
     except CaptureError as exc:
         _remove_empty(spool)
         raise KdissectError(str(exc)) from None
+    runs.append(run)
+    if signals:                      # asked to stop while the socket was opening
+        run.stop()
+        if len(signals) > 1:
+            run.abort()
     src = run.source
     status.write(f"listening on {live.interface} (snaplen {src.snaplen}, filter '{src.filter.expression}'), "
                  f"writing {out}/ as {names.capture}\n")
     status.flush()
     line = ProgressLine(status)
     start = time.monotonic()
-    signals: list[int] = []
 
     def describe() -> str:
         return _status(live, run, dec, time.monotonic() - start, bool(signals))
 
     dec = _Decoder(run, out, names, options, live.rotate, status, line, describe)
-
-    def on_signal(signum: int, frame: Any) -> None:
-        # First: stop capturing, decode the spool to its end. Second: stop decoding now.
-        # A third gives up at once.
-        signals.append(signum)
-        if len(signals) == 1:
-            run.stop()
-        elif len(signals) == 2:
-            run.abort()
-        else:
-            raise KeyboardInterrupt
-
-    handled = (signal.SIGINT, signal.SIGTERM)
-    restore = {s: signal.signal(s, on_signal) for s in handled} \
-        if threading.current_thread() is threading.main_thread() else {}
     worker = threading.Thread(target=dec, name="kdissect-live-decode", daemon=True)
     worker.start()
-    stopped: list[tuple[float, int]] = []    # when the capture ended, and how much was left to decode
     try:
         seen_drops = 0
         while not dec.done.wait(0.25):
-            if not stopped and src.status.ended is not None:
-                stopped.append((time.monotonic(), src.backlog()))
             drops = src.status.kernel_drops + src.status.spool_drops
             if drops != seen_drops and not line.enabled:
                 status.write(describe() + "\n")   # a log gets a line as soon as packets are lost
@@ -210,13 +220,12 @@ def run_live(live: LiveOptions, options: DecodeOptions, status: TextIO) -> int:
             line.show(describe())
     finally:
         line.clear()
-        for s, h in restore.items():
-            signal.signal(s, h)
         if not dec.done.is_set():   # interrupted for good: stop the capture process, leave the rest
             run.abort()
             dec.done.wait(5)
             run.close()
     worker.join()
+    decoded_at = time.monotonic()
     run.close()
     _remove_empty(spool)
     if dec.error is not None:
@@ -233,9 +242,9 @@ def run_live(live: LiveOptions, options: DecodeOptions, status: TextIO) -> int:
     if st.cut:
         status.write(f"cut          {st.cut:,} frames longer than the snap length ({src.snaplen}) were cut\n")
     status.write(f"files        {names.n} per table ({names.capture}-*.parquet)\n")
-    if stopped and stopped[0][1]:
-        status.write(f"backlog      {human_bytes(stopped[0][1])} spooled but not yet decoded when the capture "
-                     f"stopped, decoded in {time.monotonic() - stopped[0][0]:.1f} s\n")
+    if st.backlog_at_end:
+        status.write(f"backlog      {human_bytes(st.backlog_at_end)} spooled but not yet decoded when the capture "
+                     f"stopped, decoded in {decoded_at - st.ended_at:.1f} s\n")
     if src.kept:
         status.write(f"pcap         {len(src.kept)} pcapng files in {out / 'pcap'}/\n")
     if len(signals) >= 2 and src.undecoded:

@@ -179,7 +179,8 @@ def _check_against(report: dict, live_out: Path, tcpdump_out: Path, capture: str
             fetched += count
     assert produced == {int(k): v for k, v in report["delivered"].items()}
     assert fetched >= report["consumed"] == sum(report["delivered"].values())
-    assert {r[4] for r in ex} == {"ok"}
+    # A fetch in flight when the consumer closes is never answered: in both captures alike.
+    assert {r[4] for r in ex} <= {"ok", "no_response"} and not any(r[8] for r in ex)
 
 
 def _no_leftovers(out: Path) -> None:
@@ -267,9 +268,14 @@ def test_every_stop_decodes_the_backlog(tmp_path: Path, stop: str) -> None:
     with netns(f"kd-i13-{stop.lower()}-{os.getpid() % 10000}", mtu=1500) as ns, \
             run_tansu(port, ns=ns) as bootstrap:
         live = _live(tmp_path / "live", "lo", port, *extra, ns=ns)
-        with tcpdump(pcap, ns=ns, iface="lo", bpf=["tcp", "port", str(port)]):
-            report = _clients(bootstrap, "burst", "--messages", "15000", "--size", "50", "--linger", "1", ns=ns)
-            live.send_signal(getattr(signal, stop))
+        os.kill(live.pid, signal.SIGSTOP)     # decoding frozen, capture running: a sure backlog
+        try:
+            with tcpdump(pcap, ns=ns, iface="lo", bpf=["tcp", "port", str(port)]):
+                report = _clients(bootstrap, "burst", "--messages", "15000", "--size", "50", "--linger", "1",
+                                  ns=ns)
+                live.send_signal(getattr(signal, stop))
+        finally:
+            os.kill(live.pid, signal.SIGCONT)
         rc, err = _finish(live)
     assert rc == 0, err
     _decode([pcap], tmp_path / "tcpdump")
@@ -291,7 +297,11 @@ def test_duration_stops_mid_traffic_and_decodes_all_it_captured(tmp_path: Path) 
     port = 9092
     with netns(f"kd-i13-dur-{os.getpid() % 10000}", mtu=1500) as ns, run_tansu(port, ns=ns) as bootstrap:
         live = _live(tmp_path / "live", "lo", port, "--duration", "3", "--keep-pcap", "--records", ns=ns)
-        _clients(bootstrap, "burst", "--messages", "20000", "--size", "50", "--linger", "0", ns=ns)
+        os.kill(live.pid, signal.SIGSTOP)     # decoding frozen, capture running: a sure backlog
+        try:
+            _clients(bootstrap, "burst", "--messages", "20000", "--size", "50", "--linger", "0", ns=ns)
+        finally:
+            os.kill(live.pid, signal.SIGCONT)
         rc, err = _finish(live)
     assert rc == 0, err
     kept = sorted((tmp_path / "live" / "pcap").glob("*.pcapng"))
