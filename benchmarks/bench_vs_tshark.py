@@ -1,16 +1,26 @@
 #!/usr/bin/env python3
-"""``kdissect decode`` end to end against ``tshark -T fields`` on the same capture.
+"""``kdissect decode`` end to end against ``tshark -T fields`` on the same captures.
 
-    python benchmarks/bench_vs_tshark.py [CAPTURE ...] [--no-half] [--repeat N]
+    sudo python benchmarks/bench_vs_tshark.py [--repeat 3] [--tshark PATH] [--jobs N] [CAPTURE ...]
 
-Default captures: benchmarks/data/many-small-produce.pcap and large-batches.pcap
-(written by ``sudo python benchmarks/make_capture.py``). Each tool runs in its
-own child process; wall time is the best of ``--repeat`` runs, peak memory the
-child's max RSS from ``wait4``. Each capture is also run cut to its first half
-of packets: a peak RSS that stays put from half to full shows memory does not
-grow with the capture. tshark gets the Kafka ports kdissect found
-(``-d tcp.port==P,kafka``) and prints the fields of the comparison: time,
-stream, api key, version, correlation id, client id, error, topic, partition.
+Without CAPTURE arguments it uses the two shapes of ``benchmarks/make_capture.py``
+(many one-record Produce exchanges; large lz4 batches produced and fetched back)
+at two sizes each (``--scale`` 0.1 and 1), writing any that are missing with
+real clients against tansu (that needs root).
+
+Each capture is decoded ``--repeat`` times by tshark, ``kdissect --jobs 1`` and
+``kdissect --jobs N`` (default: the number of cores), the three taking turns so
+that load from other processes falls on all of them alike. Per tool it prints the
+median wall time, the median CPU time (user + system, of the process and its
+workers), the peak RSS of the largest single process (``wait4``), exchanges per
+second, and the ratio tshark / kdissect. The load average is printed before and
+after: on a shared machine, CPU time is the steadier figure.
+
+tshark: ``--tshark PATH`` or ``$TSHARK``, else Wireshark 4.4 from
+``../shared/tools/tshark44``'s Debian 13 root when present (``$TSHARK44_ROOT``,
+default /opt/trixie; the capture is copied into the root once, outside the
+timing), else ``tshark`` on the PATH. It gets the Kafka ports kdissect found
+(``-d tcp.port==P,kafka``) and prints nine fields per Kafka message.
 """
 
 from __future__ import annotations
@@ -18,145 +28,165 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import struct
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data"
-DEFAULT = ("many-small-produce.pcap", "large-batches.pcap")
+SHAPES = ("many-small-produce", "large-batches")
+SCALES = (("small", 0.1), ("full", 1.0))
+TSHARK44 = ROOT.parent / "shared" / "tools" / "tshark44"
 
 TSHARK_FIELDS = ("frame.time_epoch", "tcp.stream", "kafka.request_key", "kafka.request.version",
                  "kafka.correlation_id", "kafka.client_id", "kafka.error", "kafka.topic_name",
                  "kafka.partition_id")
 
-PCAP_MAGICS = {b"\xd4\xc3\xb2\xa1": "<", b"\x4d\x3c\xb2\xa1": "<", b"\xa1\xb2\xc3\xd4": ">",
-               b"\xa1\xb2\x3c\x4d": ">"}
-
 
 @dataclass
-class Run:
-    wall: float        # seconds, best of the repeats
-    rss_mb: float      # peak resident set of the child, MiB (max over repeats)
+class Runs:
+    wall: list[float] = field(default_factory=list)     # seconds
+    cpu: list[float] = field(default_factory=list)      # user + system seconds, children included
+    rss_mb: float = 0.0                                 # peak resident set of the largest process, MiB
+
+    def add(self, wall: float, cpu: float, rss_mb: float) -> None:
+        self.wall.append(wall)
+        self.cpu.append(cpu)
+        self.rss_mb = max(self.rss_mb, rss_mb)
 
 
-def measure(cmd: list[str], repeat: int, env: dict[str, str] | None = None, stdout=subprocess.DEVNULL) -> Run:
-    """Wall time and peak RSS of ``cmd`` in a child of its own."""
-    best, peak = float("inf"), 0.0
-    for _ in range(repeat):
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, env=env)
-        # wait4 gives this child's own rusage (RUSAGE_CHILDREN would mix in earlier runs).
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-        if proc.returncode != 0:
-            sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{err[-2000:]}")
-        best, peak = min(best, wall), max(peak, usage.ru_maxrss / 1024)   # ru_maxrss: KiB on Linux
-    return Run(best, peak)
+def measure(cmd: list[str], runs: Runs, env: dict[str, str] | None = None, stdout=subprocess.DEVNULL) -> None:
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, env=env)
+    # wait4: this child's own rusage, with its waited-for workers folded in (maxrss: the largest one).
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"failed ({code}): {' '.join(cmd)}\n{err[-2000:]}")
+    runs.add(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
 
 
-def pcap_packets(path: Path) -> tuple[int, str]:
-    """Packet count of a classic pcap, and its byte order."""
-    with path.open("rb") as f:
-        head = f.read(24)
-        order = PCAP_MAGICS.get(head[:4])
-        if order is None:
-            raise ValueError(f"{path}: not a classic pcap (use editcap to cut pcapng)")
-        rec = struct.Struct(order + "IIII")
-        n = 0
-        while len(hdr := f.read(16)) == 16:
-            f.seek(rec.unpack(hdr)[2], os.SEEK_CUR)
-            n += 1
-    return n, order
+class Tshark:
+    def __init__(self, path: str | None) -> None:
+        self.root: Path | None = None
+        path = path or os.environ.get("TSHARK")
+        if path is None:
+            root = Path(os.environ.get("TSHARK44_ROOT", "/opt/trixie"))
+            if TSHARK44.exists():
+                if not (root / "usr" / "bin" / "tshark").exists():
+                    subprocess.run([str(TSHARK44), "--version"], check=True, stdout=subprocess.DEVNULL)
+                self.root = root
+            else:
+                path = shutil.which("tshark")
+                if path is None:
+                    sys.exit("tshark not found: apt-get install tshark, or pass --tshark PATH")
+        self.path = path
+
+    def command(self, capture: Path) -> tuple[list[str], Path]:
+        """The command line, and the capture path it reads (inside the root for tshark44)."""
+        if self.root is None:
+            return [self.path or "tshark"], capture
+        inside = Path("/tmp") / f"kd-bench-{os.getpid()}-{capture.name}"
+        if not (self.root / inside.relative_to("/")).exists():
+            shutil.copyfile(capture, self.root / inside.relative_to("/"))
+        return ["chroot", str(self.root), "tshark"], inside
+
+    def cleanup(self) -> None:
+        if self.root is not None:
+            for f in (self.root / "tmp").glob(f"kd-bench-{os.getpid()}-*"):
+                f.unlink()
+
+    def version(self) -> str:
+        cmd, _ = self.command(Path(__file__))
+        out = subprocess.run(cmd + ["--version"], capture_output=True, text=True).stdout
+        return out.splitlines()[0] if out else "?"
 
 
-def cut_pcap(src: Path, dst: Path, packets: int, order: str) -> None:
-    """The first ``packets`` records of ``src`` as a pcap of their own."""
-    rec = struct.Struct(order + "IIII")
-    with src.open("rb") as f, dst.open("wb") as out:
-        out.write(f.read(24))
-        for _ in range(packets):
-            hdr = f.read(16)
-            if len(hdr) < 16:
-                break
-            out.write(hdr + f.read(rec.unpack(hdr)[2]))
+def make_captures() -> list[Path]:
+    out = []
+    for label, scale in SCALES:
+        d = DATA / label
+        missing = [s for s in SHAPES if not (d / f"{s}.pcap").exists()]
+        if missing:
+            if os.geteuid() != 0:
+                sys.exit(f"{d}: captures missing ({', '.join(missing)}); writing them needs root")
+            print(f"writing {', '.join(missing)} at scale {scale} into {d} ...", file=sys.stderr, flush=True)
+            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_capture.py"), "--out", str(d),
+                            "--scale", str(scale), "--only", ",".join(missing)], check=True)
+        out += [d / f"{s}.pcap" for s in SHAPES]
+    return out
 
 
-def kafka_ports(dataset: Path) -> list[int]:
+def dataset_facts(outdir: Path) -> tuple[int, list[int]]:
+    """Exchanges written, and the broker ports they used."""
     import pyarrow.dataset as ds
-    table = ds.dataset(dataset / "exchanges", format="parquet").to_table(columns=["broker_port"])
-    return sorted({p for p in table.column("broker_port").to_pylist() if p is not None})
+    table = ds.dataset(outdir / "exchanges", format="parquet").to_table(columns=["broker_port"])
+    return table.num_rows, sorted({p for p in table.column("broker_port").to_pylist() if p is not None})
 
 
-def bench(path: Path, work: Path, repeat: int, records: bool) -> tuple[int, Run, Run, list[int]]:
+def bench(capture: Path, work: Path, repeat: int, jobs: int, tshark: Tshark) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    out = work / f"{path.stem}-dataset"
-    cmd = [sys.executable, "-m", "kdissect", "decode", str(path), "-o", str(out), "-q"]
-    ours = measure(cmd + ["--records"] if records else cmd, repeat, env)
-    ports = kafka_ports(out) or [9092]
-    cmd = ["tshark", "-n", "-r", str(path)]
-    for p in ports:
+    env.pop("PYTHONDONTWRITEBYTECODE", None)        # as installed: bytecode cached, not compiled per run
+    out = work / f"{capture.stem}-dataset"
+    kd = [sys.executable, "-m", "kdissect", "decode", str(capture), "-o", str(out), "-q"]
+    subprocess.run(kd + ["--jobs", "1"], env=env, check=True)     # warm-up: bytecode, page cache, ports
+    exchanges, ports = dataset_facts(out)
+    cmd, inside = tshark.command(capture)
+    cmd = cmd + ["-n", "-r", str(inside)]
+    for p in ports or [9092]:
         cmd += ["-d", f"tcp.port=={p},kafka"]
     cmd += ["-Y", "kafka", "-T", "fields"] + [a for f in TSHARK_FIELDS for a in ("-e", f)]
-    with (work / f"{path.stem}-tshark.tsv").open("wb") as tsv:   # written out, as kdissect writes Parquet
-        theirs = measure(cmd, repeat, stdout=tsv)
-    return pcap_packets(path)[0], ours, theirs, ports
+    results = {"tshark": Runs(), "kdissect -j1": Runs(), f"kdissect -j{jobs}": Runs()}
+    for _ in range(repeat):
+        with (work / "tshark.tsv").open("wb") as tsv:      # written out, as kdissect writes Parquet
+            measure(cmd, results["tshark"], stdout=tsv)
+        measure(kd + ["--jobs", "1"], results["kdissect -j1"], env)
+        measure(kd + ["--jobs", str(jobs)], results[f"kdissect -j{jobs}"], env)
+    return {"exchanges": exchanges, "runs": results}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("captures", nargs="*", type=Path)
-    ap.add_argument("--repeat", type=int, default=1, help="runs per measurement; the best wall time counts")
-    ap.add_argument("--no-half", action="store_true", help="skip the half-capture runs")
-    ap.add_argument("--records", action="store_true",
-                    help="kdissect also decodes every record (the records table), as tshark does for display")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per tool and capture (default 3)")
+    ap.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), help="kdissect workers (default: cores)")
+    ap.add_argument("--tshark", help="tshark binary (default: Wireshark 4.4 via shared/tools/tshark44, else PATH)")
     args = ap.parse_args(argv)
 
-    if shutil.which("tshark") is None:
-        print("tshark not found: apt-get install tshark", file=sys.stderr)
-        return 1
-    captures = args.captures or [DATA / name for name in DEFAULT]
-    missing = [c for c in captures if not c.exists()]
-    if missing:
-        for c in missing:
-            print(f"missing {c}: make it with  sudo python benchmarks/make_capture.py --only {c.stem}",
-                  file=sys.stderr)
-        captures = [c for c in captures if c.exists()]
-        if not captures:
-            return 2
-
+    captures = args.captures or make_captures()
+    tshark = Tshark(args.tshark)
+    version = tshark.version()
+    load_before = os.getloadavg()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="kd-bench-") as tmp:
-        work = Path(tmp)
-        for cap in captures:
-            runs = [(cap.name, cap)]
-            if not args.no_half:
-                total, order = pcap_packets(cap)
-                half = work / f"{cap.stem}-half.pcap"
-                cut_pcap(cap, half, total // 2, order)
-                runs.insert(0, (f"{cap.name} (first half)", half))
-            for label, path in runs:
-                packets, ours, theirs, ports = bench(path, work, args.repeat, args.records)
-                rows.append((label, path.stat().st_size, packets, ours, theirs, ports))
-                print(f"done: {label}", file=sys.stderr, flush=True)
+    try:
+        with tempfile.TemporaryDirectory(prefix="kd-bench-") as tmp:
+            for cap in captures:
+                rows.append((cap, bench(cap, Path(tmp), args.repeat, args.jobs, tshark)))
+                print(f"done: {cap}", file=sys.stderr, flush=True)
+    finally:
+        tshark.cleanup()
+    load_after = os.getloadavg()
 
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; best of {args.repeat} run(s); "
-          f"kdissect {'with' if args.records else 'without'} --records")
-    print(f"{'capture':<40} {'MB':>7} {'packets':>9}  {'tool':<8} {'wall s':>7} {'MB/s':>7} "
-          f"{'peak RSS MB':>11}")
-    for label, size, packets, ours, theirs, ports in rows:
-        mb = size / 1e6
-        for i, (tool, r) in enumerate((("kdissect", ours), ("tshark", theirs))):
-            head = f"{label:<40} {mb:>7.1f} {packets:>9,}" if i == 0 else " " * 58
-            print(f"{head}  {tool:<8} {r.wall:>7.2f} {mb / r.wall:>7.1f} {r.rss_mb:>11.0f}")
-        print(" " * 58 + f"  tshark/kdissect: time {theirs.wall / ours.wall:.2f}x, "
-              f"memory {theirs.rss_mb / ours.rss_mb:.2f}x  (ports {','.join(map(str, ports))})")
+    print(f"{version}; {os.cpu_count()} CPUs; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after; "
+          f"median of {args.repeat} alternating runs")
+    print(f"{'capture':<34} {'MB':>6} {'exchanges':>9}  {'tool':<12} {'wall s':>7} {'cpu s':>7} {'RSS MB':>7} "
+          f"{'exch/s':>8} {'exch/cpu-s':>10} {'tshark/this':>11}")
+    for cap, r in rows:
+        mb = cap.stat().st_size / 1e6
+        n = r["exchanges"]
+        tw = statistics.median(r["runs"]["tshark"].wall)
+        for i, (tool, runs) in enumerate(r["runs"].items()):
+            wall, cpu = statistics.median(runs.wall), statistics.median(runs.cpu)
+            head = f"{cap.parent.name + '/' + cap.name:<34} {mb:>6.0f} {n:>9,}" if i == 0 else " " * 51
+            ratio = "" if tool == "tshark" else f"{tw / wall:.2f}x"
+            print(f"{head}  {tool:<12} {wall:>7.2f} {cpu:>7.2f} {runs.rss_mb:>7.0f} {n / wall:>8,.0f} "
+                  f"{n / cpu:>10,.0f} {ratio:>11}")
     return 0
 
 

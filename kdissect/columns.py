@@ -1,42 +1,101 @@
-"""Column buffers (plain Python lists) -> Arrow arrays, one row group at a time.
+"""Column buffers -> Arrow arrays, one row group at a time.
 
-Rows are appended cell by cell to one list per column (no dict per row), and
-each list becomes an Arrow array here when a row group is flushed. This goes
-through numpy and Arrow's builders rather than ``pyarrow.array(list)``: that
+Rows are appended cell by cell to one buffer per column (no dict per row): a
+plain list for most columns, a :class:`TextColumn` for the JSON bodies. Each
+buffer becomes an Arrow array here when a row group is flushed. This goes
+through numpy and Arrow's buffers rather than ``pyarrow.array(list)``: that
 function asks pandas whether a list is "array-like" and so imports pandas, a
-second or more of start-up that a decode never otherwise needs.
+second or more of start-up that a decode never otherwise needs. numpy and
+pyarrow themselves are imported at the first flush, not before the first packet.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from array import array
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pyarrow as pa
-from pyarrow.lib import StringBuilder
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
 
-_NUMPY: dict[pa.DataType, Any] = {
-    pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
-    pa.float64(): np.float64,
-}
+
+class TextColumn:
+    """UTF-8 text cells (orjson's output) kept end to end in one bytearray.
+
+    orjson returns each text in a bytes object sized for its working buffer, not
+    for the text (kilobytes for a 300-byte body); a list of them would hold
+    several times the text's size. Appending copies the text and lets that go.
+    """
+
+    __slots__ = ("data", "ends", "valid")
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.ends = array("q")           # end offset of each cell in data
+        self.valid = bytearray()         # 1 per cell, 0 for null
+
+    def append(self, value: bytes | None) -> None:
+        if value is None:
+            self.valid.append(0)
+        else:
+            self.data += value
+            self.valid.append(1)
+        self.ends.append(len(self.data))
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def take(self, k: int) -> tuple[bytes | bytearray, array, bytearray]:
+        """The first ``k`` cells (data, end offsets, validity), removed from the column."""
+        if k == len(self.ends):
+            data, ends, valid = self.data, self.ends, self.valid
+            self.data, self.ends, self.valid = bytearray(), array("q"), bytearray()
+            return data, ends, valid
+        cut = self.ends[k - 1] if k else 0
+        data, ends, valid = bytes(self.data[:cut]), self.ends[:k], self.valid[:k]
+        del self.data[:cut]
+        del self.valid[:k]
+        self.ends = array("q", [e - cut for e in self.ends[k:]])
+        return data, ends, valid
+
+
+Buffer = list | TextColumn
+
+
+def take(col: Buffer, k: int) -> Any:
+    """The first ``k`` cells of a column buffer, removed from it (the buffer object itself stays)."""
+    if isinstance(col, TextColumn):
+        return col.take(k)
+    if k == len(col):
+        values = col[:]
+        col.clear()
+    else:
+        values = col[:k]
+        del col[:k]
+    return values
 
 
 def _objects(values: list[Any]) -> np.ndarray:
+    import numpy as np
     arr = np.empty(len(values), dtype=object)
     arr[:] = values            # slice assignment keeps each value a scalar cell
     return arr
 
 
 def _validity(valid: np.ndarray) -> pa.Buffer | None:
+    import numpy as np
+    import pyarrow as pa
     return None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
 
 
 def _integers(values: list[Any], type_: pa.DataType, dtype: Any) -> pa.Array:
+    import numpy as np
+    import pyarrow as pa
     objs = _objects(values)
     missing = objs == None  # noqa: E711 - elementwise on an object array
     if missing.any():
         objs[missing] = 0
-    wide = objs.astype(np.int64) if dtype is not np.float64 else objs.astype(np.float64)
+    wide = objs.astype(np.float64 if dtype is np.float64 else np.int64)
     if dtype is not np.int64 and dtype is not np.float64:
         info = np.iinfo(dtype)
         if len(wide) and (wide.min() < info.min or wide.max() > info.max):
@@ -46,6 +105,8 @@ def _integers(values: list[Any], type_: pa.DataType, dtype: Any) -> pa.Array:
 
 
 def _booleans(values: list[Any], type_: pa.DataType) -> pa.Array:
+    import numpy as np
+    import pyarrow as pa
     objs = _objects(values)
     missing = objs == None  # noqa: E711
     if missing.any():
@@ -55,22 +116,42 @@ def _booleans(values: list[Any], type_: pa.DataType) -> pa.Array:
 
 
 def _strings(values: list[Any], type_: pa.DataType) -> pa.Array:
-    # str and bytes alike (JSON bodies arrive as orjson's UTF-8 bytes); None is null.
+    # str and bytes alike; None is null.
+    import pyarrow as pa
+    from pyarrow.lib import StringBuilder
     b = StringBuilder()
     b.append_values(values)
     arr = b.finish()
     return arr if type_ == pa.string() else arr.view(type_)
 
 
-def to_arrow(values: list[Any], type_: pa.DataType) -> pa.Array:
-    """``values`` (Python scalars or None) as an Arrow array of ``type_``."""
+def _text(cells: tuple[bytes | bytearray, array, bytearray], type_: pa.DataType) -> pa.Array:
+    import numpy as np
+    import pyarrow as pa
+    data, ends, valid = cells
+    n = len(ends)
+    if ends and ends[-1] >= 1 << 31:
+        raise pa.ArrowInvalid("a row group's text exceeds 2 GiB")
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    offsets[1:] = np.frombuffer(ends, dtype=np.int64)
+    mask = np.frombuffer(valid, dtype=np.uint8).astype(bool)
+    return pa.Array.from_buffers(type_, n, [_validity(mask), pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def to_arrow(values: Any, type_: pa.DataType) -> pa.Array:
+    """Cells taken from a column buffer (:func:`take`) as an Arrow array of ``type_``."""
+    import numpy as np
+    import pyarrow as pa
+    if isinstance(values, tuple):
+        return _text(values, type_)
     if pa.types.is_string(type_) or pa.types.is_binary(type_):
         return _strings(values, type_)
     if pa.types.is_boolean(type_):
         return _booleans(values, type_)
     if pa.types.is_timestamp(type_):
         return _integers(values, pa.int64(), np.int64).view(type_)
-    dtype = _NUMPY.get(type_)
+    dtype = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
+             pa.float64(): np.float64}.get(type_)
     if dtype is None:
         return pa.array(values, type=type_)
     return _integers(values, type_, dtype)

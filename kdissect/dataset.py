@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from dissector.events import Anomaly, Exchange
 from dissector.topics import TopicRegistry
 
+from kdissect.columns import Buffer, TextColumn, take
 from kdissect.errors import KdissectError
 from kdissect.rows import ConnectionLike, RowBuilder, RowOptions, Tally, Unresolved
 from kdissect.tables import COLUMNS
@@ -30,6 +31,7 @@ TABLES = ("exchanges", "partitions", "anomalies", "records")
 BATCH_ROWS = 20_000            # rows buffered per table before a row group is written
 BATCH_BYTES = 32 << 20         # ... or this many bytes of JSON bodies (exchanges)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_TEXT = {("exchanges", "request"), ("exchanges", "response")}     # JSON bodies: see TextColumn
 
 
 def file_stem(path: str | os.PathLike[str]) -> str:
@@ -94,7 +96,8 @@ class TableWriter:
         self.tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
         self.table = table
         self.rows = 0                          # written so far
-        self.cols: list[list] = [[] for _ in COLUMNS[table]]
+        self.cols: list[Buffer] = [TextColumn() if (table, name) in _TEXT else []
+                                   for name in COLUMNS[table]]
         self.weight = 0                        # weighed bytes waiting (JSON bodies, record bytes)
         self._batch_rows = batch_rows
         self._batch_bytes = batch_bytes
@@ -116,26 +119,24 @@ class TableWriter:
         n = len(self.cols[0])
         if not n and self._writer is not None:
             return
-        take = n
+        take_n = n
         if not final and self.weight < self._batch_bytes:
-            take = n - n % self._batch_rows
-            if not take:
+            take_n = n - n % self._batch_rows
+            if not take_n:
                 return
         from kdissect.columns import to_arrow
         import pyarrow as pa
         schema = _schema(self.table)
-        cols = self.cols
-        arrays = [to_arrow(col if take == n else col[:take], f.type) for col, f in zip(cols, schema)]
+        # In place: row builders hold these buffers' append methods.
+        arrays = [to_arrow(take(col, take_n), f.type) for col, f in zip(self.cols, schema)]
         table = pa.Table.from_arrays(arrays, schema=schema)
         writer = self._open(schema)
         try:
-            for start in range(0, take, self._batch_rows):
+            for start in range(0, take_n, self._batch_rows):
                 writer.write_table(table.slice(start, self._batch_rows))
         except OSError as exc:
             raise KdissectError(f"{self.path.parent}: write failed: {exc.strerror or exc}") from None
-        self.rows += take
-        for col in cols:
-            del col[:take]                     # in place: builders hold these lists' append methods
+        self.rows += take_n
         self.weight = 0
 
     def _open(self, schema: pa.Schema):  # type: ignore[no-untyped-def]

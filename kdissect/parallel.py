@@ -41,6 +41,7 @@ from capture.shard import Share
 from dissector.topics import ZERO_UUID, TopicRegistry
 
 from kdissect.dataset import TABLES, CaptureWriter, Counts, file_stem, remove_stale
+from kdissect.decode import fewer_collections
 from kdissect.errors import KdissectError
 from kdissect.rows import RowOptions
 from kdissect.source import DecodeOptions, open_capture_run
@@ -137,8 +138,9 @@ def decode_share(path: str | os.PathLike[str], outdir: str | os.PathLike[str], s
         if on_progress is not None:
             run.pipeline.on_progress = lambda _stats: on_progress(run, writer.counts)
         event = writer.event
-        for ce in run:
-            event(ce.conn, ce.event)
+        with fewer_collections():
+            for ce in run:
+                event(ce.conn, ce.event)
         files = writer.close()
     except BaseException:
         writer.abort()

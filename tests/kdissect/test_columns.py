@@ -1,0 +1,76 @@
+"""Column buffers -> Arrow: the same arrays ``pyarrow.array`` makes, without importing pandas."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from kdissect.columns import TextColumn, take, to_arrow
+
+REPO = Path(__file__).resolve().parents[2]
+TS = pa.timestamp("us", tz="UTC")
+
+CASES = [
+    ([1795462398926000, None, 0, -5], TS),
+    ([1, None, -32768, 32767], pa.int16()),
+    ([0, 2, -128, 127], pa.int8()),
+    ([None, None], pa.int32()),
+    ([1 << 40, None], pa.int64()),
+    ([0.25, None, float("nan"), 1e300], pa.float64()),
+    ([True, False, True], pa.bool_()),
+    (["a", None, "é漢", ""], pa.string()),
+    ([b"\x00\xff", None, b""], pa.binary()),
+    ([], pa.string()),
+    ([], pa.int64()),
+]
+
+
+@pytest.mark.parametrize("values,type_", CASES, ids=[f"{t}-{i}" for i, (_, t) in enumerate(CASES)])
+def test_lists_become_the_arrays_pyarrow_makes(values: list, type_: pa.DataType) -> None:
+    col = list(values)
+    got = to_arrow(take(col, len(col)), type_)
+    got.validate(full=True)
+    expected = pa.array(values, type=type_)
+    assert got.type == expected.type and col == []
+    assert repr(got.to_pylist()) == repr(expected.to_pylist())     # repr: NaN equals NaN
+    assert got.null_count == expected.null_count
+
+
+def test_out_of_range_values_are_refused_as_pyarrow_refuses_them() -> None:
+    with pytest.raises(pa.ArrowInvalid):
+        to_arrow([1 << 20], pa.int16())
+
+
+def test_text_cells_taken_in_two_parts() -> None:
+    col = TextColumn()
+    cells = [b'{"a":1}', None, "é".encode(), b"", b'{"b":[2]}']
+    for c in cells:
+        col.append(c)
+    first = to_arrow(col.take(2), pa.string())
+    assert len(col) == 3
+    rest = to_arrow(col.take(3), pa.string())
+    for arr in (first, rest):
+        arr.validate(full=True)
+    assert first.to_pylist() + rest.to_pylist() == [c.decode() if c is not None else None for c in cells]
+    assert len(col) == 0 and to_arrow(col.take(0), pa.string()).to_pylist() == []
+
+
+def test_a_decode_imports_neither_pandas_nor_pyarrow_before_its_first_row_group(tmp_path: Path) -> None:
+    code = """
+import sys
+from kdissect.cli import build_parser
+from kdissect.decode import decode_files
+from kdissect.source import DecodeOptions, open_capture_run
+run = open_capture_run(sys.argv[1], DecodeOptions())
+next(iter(run))
+assert "pyarrow" not in sys.modules and "pandas" not in sys.modules, "imported before the first packet"
+run.close()
+decode_files([sys.argv[1]], sys.argv[2], DecodeOptions())
+assert "pandas" not in sys.modules, "pandas imported by a decode"
+"""
+    subprocess.run([sys.executable, "-c", code, str(REPO / "samples" / "mixed.pcap"), str(tmp_path)], check=True,
+                   cwd=REPO)
