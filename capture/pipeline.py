@@ -621,7 +621,8 @@ class Pipeline:
             quiet = not any(p in self.detector.kafka_ports for p in flow.src_ports)
             if not quiet:
                 conns["tls"] = conns.get("tls", 0) + 1
-            flow.conn = TlsConnection(self.keylog, self._new_connection, flow.make_info("tls", d.reason),
+            flow.conn = TlsConnection(self.keylog, lambda: self._make_connection(flow, False),
+                                      flow.make_info("tls", d.reason),
                                       probe=self.detector.probe if o.ports is None else None, quiet=quiet,
                                       detect_limit=o.detect_limit,
                                       # Off Kafka ports (HTTPS...) little is held waiting for keys.
@@ -629,15 +630,17 @@ class Pipeline:
         else:
             conns["kafka"] = conns.get("kafka", 0) + 1
             flow.make_info("kafka", d.reason)
-            if self.options.protocol is not None and self.options.protocol.forced:
-                flow.conn = self._new_connection(not flow.syn_seen, flow.info.broker_port)  # type: ignore[union-attr]
-            else:
-                flow.conn = self._new_connection(not flow.syn_seen)
+            flow.conn = self._make_connection(flow, not flow.syn_seen)
         for h, op in ops:
             if op[0] == GAP and op[4] == "undecided":
                 op = (GAP, op[1], op[2], op[3], "lost")
             out += self._apply(flow, h, [op])
         return out
+
+    def _make_connection(self, flow: Flow, mid_stream: bool) -> Any:
+        if self.options.protocol is not None and self.options.protocol.forced:
+            return self._new_connection(mid_stream, flow.info.broker_port)  # type: ignore[union-attr]
+        return self._new_connection(mid_stream)
 
     # -- ends ----------------------------------------------------------------------------------
 

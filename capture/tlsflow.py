@@ -33,12 +33,12 @@ class TlsConnection:
     __slots__ = ("_buffered", "_conn", "_factory", "_limit", "_probe", "_reported", "hidden", "info",
                  "not_kafka", "quiet", "session")
 
-    def __init__(self, keylog: KeyLog | None, factory: Callable[[bool], Any], info: ConnectionInfo, *,
+    def __init__(self, keylog: KeyLog | None, factory: Callable[[], Any], info: ConnectionInfo, *,
                  probe: KafkaProbe | None, quiet: bool, detect_limit: int, max_held: int) -> None:
         self.session = TlsSession(keylog, max_held=max_held)
         self.info = info
         info.tls = self.session.info
-        self._factory = factory
+        self._factory = factory                  # () -> the dissector connection for the plaintext
         self._probe = probe                      # None: an explicit Kafka port, no sniffing
         self.quiet = quiet                       # not a Kafka port: say nothing unless Kafka is found
         self.hidden = quiet                      # ... and leave no trace (no connection end) until then
@@ -110,7 +110,7 @@ class TlsConnection:
                                   "are not a Kafka request", ts, None)]
         self.hidden = False
         self.info.state = "kafka"
-        self._conn = self._factory(False)
+        self._conn = self._factory()                # the decrypted stream starts at its beginning
         events: list[Event] = []
         for direction, data, ts in buffered:
             events += self._conn.feed(direction, data, ts)

@@ -261,7 +261,7 @@ def test_decrypted_but_not_kafka(tmp_path: Path) -> None:
                                           (1, b"HTTP/1.1 200 OK\r\n\r\n")])
     made: list = []
     for quiet in (False, True):
-        conn = TlsConnection(KeyLog([keys]), made.append, _info(), probe=KafkaProbe.from_dissector(),
+        conn = TlsConnection(KeyLog([keys]), lambda: made.append(1), _info(), probe=KafkaProbe.from_dissector(),
                              quiet=quiet, detect_limit=16384, max_held=1 << 20)
         events = _feed(conn, wire)
         assert conn.session.info.decrypted and conn.session.info.sni == "tls.test" and conn.not_kafka
@@ -285,7 +285,7 @@ def test_kafka_bytes_inside_in_process_tls(tmp_path: Path) -> None:
 
         def close(self, ts):
             return []
-    conn = TlsConnection(KeyLog([keys]), lambda mid: Recorder(), _info(), probe=None, quiet=False,
+    conn = TlsConnection(KeyLog([keys]), Recorder, _info(), probe=None, quiet=False,
                          detect_limit=16384, max_held=1 << 20)
     assert _feed(conn, wire) == []
     assert b"".join(d for direction, d in fed if direction is Direction.TO_BROKER) == request
@@ -304,7 +304,7 @@ def test_sasl_inside_tls_is_decoded_and_redacted(tmp_path: Path) -> None:
         (1, response_frame(36, 2, 2, {"error_code": 0, "error_message": None, "auth_bytes": b"",
                                       "session_lifetime_ms": 0})),
     ])
-    conn = TlsConnection(KeyLog([keys]), lambda mid: Connection(Options(), mid_stream=mid), _info(),
+    conn = TlsConnection(KeyLog([keys]), lambda: Connection(Options()), _info(),
                          probe=KafkaProbe.from_dissector(), quiet=False, detect_limit=16384, max_held=1 << 20)
     events = _feed(conn, wire)
     requests = [e for e in events if isinstance(e, Request)]
