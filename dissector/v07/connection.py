@@ -14,17 +14,25 @@ Every rule about a 0.7 connection's state lives in this file:
   MULTIFETCH and OFFSETS wait in ``_pending`` (send order); PRODUCE and
   MULTIPRODUCE never get a response.
 * Requests the capture does not show (it began mid-connection, or request bytes
-  were lost) sit in ``_pending`` as a barrier; lost response bytes set
-  ``_lost_responses``. Either makes pairing uncertain, and a response then pairs
-  only as follows. It never answers a request sent after it arrived; with no
-  such request known it is an orphan. A client that sends one request at a time
-  (brod, samsa and Kafka's own SimpleConsumer all do) is answered for its latest
-  request sent before the response, if the response parses as that request's
-  answer; older waiting requests are closed as ``no_response``. A client seen
-  pipelining (a request sent while another's answer was due, with no bytes lost
-  in between) gets a pair only when exactly one request could be waiting and no
-  unknown request precedes it; otherwise the response is an orphan and the
-  oldest waiting request is closed (its answer was lost or is this one).
+  were lost) sit in ``_pending`` as a barrier; lost or skipped response bytes
+  set ``_lost_responses`` (``_loss_ts``: when). Either makes pairing uncertain,
+  and a response then pairs only by these rules. It never answers a request
+  sent after it arrived. A loss that began at a frame boundary held at least
+  one answer: the oldest request sent before the loss is closed as
+  ``no_response``; requests sent after a loss are not answered by it. A client
+  that sends one request at a time (brod, samsa and Kafka's own SimpleConsumer
+  all do) is answered for its latest request sent before the response, if the
+  response parses as that request's answer; older waiting requests are closed
+  as ``no_response``, and a response whose latest possible request is an
+  unknown one is an orphan. A client seen pipelining (two answers in a row, or
+  a request sent while another's answer was certainly due) gets a pair only
+  when exactly one request could be waiting and no unknown request precedes it;
+  otherwise the response is an orphan and the oldest waiting request is closed.
+  After a search found the response framing, a FETCH-shaped frame is not trusted
+  while a MULTIFETCH (or an unknown request) may be waiting: a MULTIFETCH answer
+  is a chain of FETCH-shaped frames.
+  The one assumption: a client not seen pipelining does not pipeline. A client
+  that pipelines before the capture shows it can be mispaired after a loss.
 
 Nothing here raises on bad bytes: failures become ``Anomaly`` events or a
 ``DecodeFailure`` on the message that kept everything decoded before it.
@@ -41,6 +49,8 @@ from dissector.v07.events import V07Request, V07Response
 from dissector.v07.wire import (
     API_KEYS,
     API_NAMES,
+    FETCH,
+    MULTIFETCH,
     PARSE_ERRORS,
     find_request,
     find_response,
@@ -61,12 +71,13 @@ _TAIL = 16                 # bytes kept after a fruitless search: a header may s
 
 
 class _Barrier:
-    """Requests the capture does not show, sent before ``ts``; how many, and of what type, is unknown."""
+    """Requests the capture does not show, sent after ``lo`` (capture time); how many, and of what
+    type, is unknown."""
 
-    __slots__ = ("ts",)
+    __slots__ = ("lo",)
 
-    def __init__(self, ts: int) -> None:
-        self.ts = ts
+    def __init__(self, lo: int) -> None:
+        self.lo = lo
 
 
 class _Gone:
@@ -129,10 +140,15 @@ class V07Connection:
         if mid_stream:
             self._pending.append(_Barrier(0))
         self._lost_responses = False
-        self._loss_ts = -1            # capture time of the last loss (or of joining mid-stream)
-        self._pipelining = False      # seen sending a request while another one's answer was still due
+        self._lost_min = 0            # responses certainly lost (a loss that began at a frame boundary)
+        self._loss_ts = -1            # capture time of the last loss of response bytes
+        self._pipelining = False      # seen with two requests waiting for an answer at once
+        self._answers = 0             # answers since the latest request that wants one
+        self._doubt = False           # response framing found by a search: may be inside a MULTIFETCH answer
         self._ordinal = 0
         self._orphans = 0
+        self._client_ts = 0           # capture time of the latest bytes towards the broker
+        self._server_ts = -1          # ... and of the latest bytes (or loss) towards the client
         self._pending_bytes = 0       # estimated memory of _pending (Options.max_in_flight_bytes bounds it)
         self._gone = 0
 
@@ -148,6 +164,10 @@ class V07Connection:
             data = data[n:]
         if not data:
             return out
+        if direction == TO_BROKER:
+            self._client_ts = ts
+        else:
+            self._server_ts = ts
         side.append(data, ts)
         self._drain(direction, side, ts, out)
         return out
@@ -155,6 +175,8 @@ class V07Connection:
     def gap(self, direction: Direction, ts: int, nbytes: int | None) -> list[Event]:
         out: list[Event] = []
         side = self._sides[direction]
+        if direction == TO_CLIENT:
+            self._server_ts = ts
         lost = "an unknown number of" if nbytes is None else str(nbytes)
         out.append(Anomaly("gap", direction, ts, f"{lost} bytes missing from the capture",
                            side.start + len(side.buf), {"bytes": nbytes}))
@@ -168,10 +190,11 @@ class V07Connection:
             side.skip = 0
         elif side.skip:
             side.skip = 0
+        boundary = side.synced and not side.buf     # the lost bytes start a frame: at least one is lost
         if side.synced and side.buf:
             have = len(side.buf)
             need = 4 + _I32(side.buf, 0)[0] if have >= 4 else 0
-            inside = need > 0 and nbytes is not None and have + nbytes < need
+            inside = need > 0 and nbytes is not None and have + nbytes <= need
             partial = bytes(side.buf)
             first_ts = side.ts_at(side.start)
             offset = side.start
@@ -185,7 +208,9 @@ class V07Connection:
             side.clear()
         if nbytes != 0:
             if side.synced:
-                self._lost(direction, ts)
+                self._lost(direction, ts, boundary)
+            elif direction == TO_CLIENT:
+                self._lost(direction, ts)        # more answers may be in this loss
             side.synced = False
         side.start += nbytes or 0
         return out
@@ -233,9 +258,10 @@ class V07Connection:
             if size < 2 or size > max_frame:
                 out.append(Anomaly("bad_frame_size", direction, ts,
                                    f"frame size {size} outside 2..{max_frame}; resyncing", side.start))
+                since = side.ts_at(side.start)
                 side.synced = False
                 side.consume(1)
-                self._lost(direction, ts)
+                self._lost(direction, ts, since=since)
                 continue
             if len(buf) < 4 + size:
                 return
@@ -259,17 +285,28 @@ class V07Connection:
             at, need = find_response(buf, 0, max_frame, self._response_kinds())
         if at is None:
             drop = max(0, len(buf) - _TAIL)
+            self._skipped(direction, drop, ts)
             side.consume(drop)
             return False
         if need:
+            self._skipped(direction, at, ts)
             side.consume(at)             # nothing before a candidate can start a provable frame
             return False
+        self._skipped(direction, at, ts)
+        if direction == TO_CLIENT:
+            self._doubt = True
         out.append(Anomaly("resync", direction, ts,
                            f"skipped {at} bytes to the next provable 0.7 frame" if at else "found a 0.7 frame boundary",
                            side.start, {"skipped": at}))
         side.consume(at)
         side.synced = True
         return True
+
+    def _skipped(self, direction: Direction, n: int, ts: int) -> None:
+        """Bytes dropped while looking for a frame may have held answers (requests: the barrier covers them)."""
+        if n and direction == TO_CLIENT:
+            self._loss_ts = ts
+            self._lost_responses = True
 
     def _response_kinds(self) -> frozenset[int] | None:
         """Request types a resynced response may answer: those waiting, unless unknown ones may be."""
@@ -280,13 +317,15 @@ class V07Connection:
             kinds.add(item.request_type)
         return frozenset(kinds) if kinds else None
 
-    def _lost(self, direction: Direction, ts: int) -> None:
-        """Frames of ``direction`` may have been lost: pairing must stop guessing."""
-        self._loss_ts = ts
+    def _lost(self, direction: Direction, ts: int, whole_frame: bool = False, since: int | None = None) -> None:
+        """Frames of ``direction`` may have been lost (since capture time ``since``): pairing must stop guessing."""
         if direction == TO_BROKER:
-            self._pending.append(_Barrier(ts))
+            self._pending.append(_Barrier(self._client_ts if since is None else since))
+            self._answers = 0             # lost requests may explain the next answers
         else:
+            self._loss_ts = ts
             self._lost_responses = True
+            self._lost_min += whole_frame
 
     # -- requests ---------------------------------------------------------------
 
@@ -319,9 +358,13 @@ class V07Connection:
         if not req.expects_response:
             out.append(Exchange(req, None, Status.NO_RESPONSE_EXPECTED))
             return
-        if not self._pipelining and self._sides[TO_CLIENT].synced and any(
-                isinstance(item, V07Request) and item.last_ts > self._loss_ts for item in self._pending):
-            self._pipelining = True   # an answer was still due, and no response bytes were lost since
+        if not self._pipelining and any(
+                isinstance(item, V07Request) and item.last_ts > self._loss_ts
+                and (self._sides[TO_CLIENT].synced or item.last_ts > self._server_ts) for item in self._pending):
+            # An earlier request's answer was still due: no response bytes came since it was sent,
+            # or they all decoded (and none answered it) with nothing lost.
+            self._pipelining = True
+        self._answers = 0
         self._pending.append(req)
         self._pending_bytes += req.size + _REQUEST_COST
         if self._pending_bytes > self.options.max_in_flight_bytes:
@@ -348,15 +391,17 @@ class V07Connection:
             kept = [item for item in pending if isinstance(item, V07Request)]
             first = next((item for item in pending if not isinstance(item, V07Request)), None)
             pending.clear()
-            pending.append(_Barrier(first.last_ts if isinstance(first, _Gone) else ts))
+            pending.append(_Barrier(first.last_ts if isinstance(first, _Gone) else ts))  # given up: not lost
             pending.extend(kept)
             self._pending_bytes = sum(r.size + _REQUEST_COST for r in kept)
-            self._loss_ts = ts
 
     # -- responses --------------------------------------------------------------
 
     def _response(self, frame: bytes, first_ts: int, last_ts: int, offset: int, out: list[Event],
                   truncated_size: int = 0) -> None:
+        self._answers += 1
+        if self._answers >= 2:
+            self._pipelining = True       # two answers in a row: two requests were waiting at once
         req = self._match(frame, first_ts, out, truncated_size)
         size = truncated_size or len(frame) + 4
         if req is None:
@@ -397,30 +442,67 @@ class V07Connection:
         pending = self._pending
         if not pending:
             return None
+        if self._doubt:
+            # A MULTIFETCH answer is a chain of FETCH-shaped frames: after a search, a FETCH-shaped
+            # frame may be one of them while a MULTIFETCH (or an unknown request) is waiting.
+            if FETCH in response_shapes(frame) and any(
+                    item.lo <= ts if isinstance(item, _Barrier) else
+                    (item.request_type == MULTIFETCH and item.last_ts <= ts) for item in pending):
+                if not self._pipelining:
+                    self._settle(ts, out)
+                else:
+                    self._loss_ts, self._lost_responses = ts, True   # what it answered, if anything: unknown
+                return None
+            self._doubt = False
         head = pending[0]
+        if self._lost_responses and not isinstance(head, _Barrier) and head.last_ts > self._loss_ts:
+            self._lost_responses = False  # the lost answers came before any waiting request was sent
+            self._lost_min = 0
         if not self._lost_responses and not isinstance(head, _Barrier):
             if head.last_ts > ts:
                 return None               # sent after this response arrived: it answers something unseen
             self._take()
             return head if isinstance(head, V07Request) else None
         # Uncertain: unknown requests may come first, or answers were lost.
+        req = self._uncertain(frame, ts, out, truncated)
+        if req is None:
+            self._loss_ts, self._lost_responses = ts, True   # what it answered is unknown, up to now
+        return req
+
+    def _uncertain(self, frame: bytes, ts: int, out: list[Event], truncated: int) -> V07Request | None:
+        pending = self._pending
+        if self._lost_min:
+            # Each certainly lost response answered the oldest request still waiting.
+            n, self._lost_min = self._lost_min, 0
+            while n and pending and not isinstance(pending[0], _Barrier) and pending[0].last_ts <= self._loss_ts:
+                item = self._take()
+                n -= 1
+                if isinstance(item, V07Request):
+                    out.append(Exchange(item, None, Status.NO_RESPONSE))
         known: list[V07Request | _Gone] = []
-        barrier_first = False
+        barrier_first = barrier_last = False
         for item in pending:
             if isinstance(item, _Barrier):
+                if item.lo > ts:
+                    break                 # lost after this response arrived
                 barrier_first = barrier_first or not known
+                barrier_last = True
                 continue
             if item.last_ts > ts:
                 break
             known.append(item)
-        if not known:
+            barrier_last = False
+        if not known and not barrier_first:
             return None                   # it answers a request the capture does not show
         if not self._pipelining:
             # One request at a time: the answer is for the latest request sent before it.
+            if barrier_last:
+                self._settle(ts, out)     # that request is not in the capture: an orphan
+                return None
             req = known[-1]
             if not (truncated or _fits(frame, req)):
                 return None
-            while pending[0] is not req:
+            while pending[0] is not req:      # everything before it was answered (or lost)
                 item = self._take()
                 if isinstance(item, V07Request):
                     out.append(Exchange(item, None, Status.NO_RESPONSE))
@@ -429,14 +511,28 @@ class V07Connection:
             return req if isinstance(req, V07Request) else None
         if barrier_first:
             return None                   # a pipelining client after unknown requests: never provable
-        if len(known) == 1:
+        if len(known) == 1 and not barrier_last:
             self._take()
             self._lost_responses = False
             return known[0] if isinstance(known[0], V07Request) else None
         item = self._take()               # answered by the lost bytes or by this response: unknown which
         if isinstance(item, V07Request):
             out.append(Exchange(item, None, Status.NO_RESPONSE))
+        if self._lost_responses:
+            self._loss_ts = ts            # still unknown which requests are answered, up to now
         return None
+
+    def _settle(self, ts: int, out: list[Event]) -> None:
+        """A one-request-at-a-time client got an answer at ``ts``: everything sent before is answered."""
+        pending = self._pending
+        while pending:
+            item = pending[0]
+            if (item.lo if isinstance(item, _Barrier) else item.last_ts) > ts:
+                break
+            self._take()
+            if isinstance(item, V07Request):
+                out.append(Exchange(item, None, Status.NO_RESPONSE))
+        self._lost_responses = False
 
     def _orphan(self, frame: bytes, size: int, first_ts: int, last_ts: int, offset: int, out: list[Event]) -> None:
         self._orphans += 1
@@ -469,10 +565,10 @@ class V07Connection:
 
 def _fits(frame: bytes, req: V07Request | _Gone) -> bool:
     """The frame parses completely as the answer to ``req``."""
-    if isinstance(req, _Gone):
+    if isinstance(req, _Gone) or req.failure is not None:   # nothing (whole) to check it against
         return req.request_type in response_shapes(frame)
     try:
         _, end = parse_response(frame, req.request_type, req.body)
     except PARSE_ERRORS:
         return False
-    return end == len(frame)
+    return end == len(frame) and req.request_type in response_shapes(frame)

@@ -15,7 +15,7 @@ from dissector.topics import TopicRegistry
 from dissector.v07.connection import V07Connection
 from dissector.v07.events import V07Request
 from tests.capture.pcaptools import kafka_request
-from tests.dissector.v07.build import fetch, fetch_response, message, produce
+from tests.dissector.v07.build import fetch, fetch_response, message, offsets, offsets_response, produce
 
 B, C = Direction.TO_BROKER, Direction.TO_CLIENT
 
@@ -92,10 +92,19 @@ def test_a_0_7_first_request_makes_a_0_7_connection():
 
 def test_a_0_7_connection_joined_mid_stream():
     conn = AutoConnection(mid_stream=True)
-    data = fetch("events", 0, 0)[5:] + fetch("events", 0, 30)
-    out = conn.feed(B, data, 1) + conn.feed(C, fetch_response(message(b"x")), 2) + conn.close(3)
+    data = fetch("events", 0, 0)[5:] + offsets("events", 0)
+    out = conn.feed(B, data, 1) + conn.feed(C, offsets_response([30]), 2)
+    out += conn.feed(B, fetch("events", 0, 30), 3) + conn.feed(C, fetch_response(message(b"x")), 4) + conn.close(5)
     assert conn.protocol == "0.7"
-    assert [e.status.value for e in out if isinstance(e, Exchange)] == ["ok"]
+    assert [e.status.value for e in out if isinstance(e, Exchange)] == ["ok", "ok"]
+
+
+def test_after_joining_mid_stream_a_fetch_shaped_answer_is_not_trusted():
+    # It could be the last set of a MULTIFETCH answer to a request sent before the capture began.
+    conn = AutoConnection(mid_stream=True)
+    out = conn.feed(B, fetch("events", 0, 0)[5:] + fetch("events", 0, 30), 1)
+    out += conn.feed(C, fetch_response(message(b"x")), 2) + conn.close(3)
+    assert [e.status.value for e in out if isinstance(e, Exchange)] == ["no_response", "orphan_response"]
 
 
 def test_undecidable_bytes_fall_back_to_0_8_plus_within_the_hold_limit():

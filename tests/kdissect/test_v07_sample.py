@@ -75,3 +75,27 @@ def test_samsa_multifetch_with_a_partition_error(dataset: Path) -> None:
     produced = [p for p in parts if p["topic"] == "samsa-events" and p["direction"] == "request"
                 and p["api_key"] == 0]
     assert sum(p["record_count"] for p in produced) == 6
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_damaged_copies_never_pair_what_the_clean_capture_does_not(tmp_path: Path, seed: int) -> None:
+    """Packets dropped, or the capture cut to start mid-stream: fewer pairs, never a different one."""
+    from capture import read_capture
+    from dissector.events import Exchange
+    from tests.capture import pcaptools as pt
+
+    def pairs(path: Path) -> set[tuple[int, int]]:
+        out = set()
+        for ce in read_capture(path):
+            ex = ce.event
+            if isinstance(ex, Exchange) and ex.request is not None and ex.response is not None:
+                out.add((ex.request.first_ts, ex.response.first_ts))
+            assert getattr(ex, "kind", None) != "dissector_error"
+        return out
+
+    lt, records = pt.read_records(V07 / EXPECTED["pcap"])
+    clean = pairs(V07 / EXPECTED["pcap"])
+    damaged = pt.drop(records, rate=0.08, seed=seed) if seed % 2 else pt.cut_start(records, 0.1 + 0.12 * seed)
+    got = pairs(pt.write_pcap(tmp_path / "damaged.pcap", lt, damaged))
+    assert got <= clean
+    assert got or seed % 2 == 0
