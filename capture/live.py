@@ -275,6 +275,10 @@ class LiveSource(SpoolSource):
     def _report_trailing_drops(self) -> None:
         self._ended.wait(10)
         st = self.status
+        if st.cut:
+            self.problems.append(problem(
+                "snaplen_cut", time.time_ns(), f"{self.name}: {st.cut} frames were longer than the snap length "
+                f"({self.snaplen} bytes) and were cut; the bytes missing are gap anomalies", frames=st.cut))
         if st.unreported_drops:
             self.problems.append(problem(
                 "capture_drops", time.time_ns(), f"{self.name}: the capture lost {st.unreported_drops} packets after the last one it "

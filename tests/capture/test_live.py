@@ -256,3 +256,19 @@ def test_loopback_frames_count_once() -> None:
     run.stop()
     list(run)
     assert run.stats.packets == run.source.status.packets == 20
+
+
+@needs_root
+def test_frames_longer_than_the_snap_length_are_reported(tmp_path: Path) -> None:
+    from tests.brokers import free_port
+    port = free_port()
+    run = live_capture(LiveOptions(interface="lo", snaplen=200), CaptureOptions(ports=frozenset({port})),
+                       connection_factory=lambda mid: None)
+    _flood(port, 1 << 20)
+    time.sleep(0.8)
+    run.stop()
+    events = list(run)
+    cut = _anomalies(events, "snaplen_cut")
+    assert len(cut) == 1 and cut[0].extra["frames"] == run.source.status.cut > 0
+    assert "snap length (200 bytes)" in cut[0].detail
+    assert run.stats.truncated_segments > 0          # the pipeline saw the cut bytes as missing
