@@ -153,11 +153,19 @@ def message_set_extent(buf: bytes, start: int, end: int) -> tuple[int, int]:
     return count, pos
 
 
-def summarize(data: bytes, base_offset: int | None = None, *, check_crc: bool = True) -> MessageSetSummary:
-    """Top-level headers only: counts, codecs, CRCs, byte-position offsets. Never raises."""
+def summarize(data: bytes, base_offset: int | None = None, *, check_crc: bool = True,
+              max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> MessageSetSummary:
+    """Top-level headers: counts, codecs, CRCs, byte-position offsets. Never raises.
+
+    Compressed wrappers are opened (within ``max_decompressed`` for the whole
+    call) only to count the messages inside, as the later formats' summary
+    does; one that cannot be opened makes the count unknown (None).
+    """
     n = len(data)
     pos = 0
     count = records = wrappers = 0
+    unknown = False
+    budget = Budget(max_decompressed)
     first = last = None
     codec = -1
     magics = 0
@@ -184,6 +192,12 @@ def summarize(data: bytes, base_offset: int | None = None, *, check_crc: bool = 
             magics |= 1 << magic
             if c:
                 wrappers += 1
+                if not unknown:
+                    opened = _decode(data, pos, n, None, budget, 1, MAX_DEPTH, top=True)
+                    if _broken(opened):
+                        unknown = True
+                    else:
+                        records += sum(1 for _ in opened.leaves())
             else:
                 records += 1
             if base_offset is not None:
@@ -196,11 +210,17 @@ def summarize(data: bytes, base_offset: int | None = None, *, check_crc: bool = 
         err = str(e)
     return MessageSetSummary(
         total_bytes=n, magics=tuple(m for m in (0, 1) if magics >> m & 1), batch_count=count,
-        record_count=None if wrappers else records, legacy_wrappers=wrappers,
+        record_count=None if unknown else records, legacy_wrappers=wrappers,
         first_offset=first, last_offset=last,
         codec=None if codec < 0 else ("mixed" if codec == 8 else codec_name(codec)),
         crc_checked=check_crc, crc_failures=failures, partial_tail=partial, tail_bytes=n - pos if partial else 0,
         error=err, error_offset=pos if err else None, data=data, base_offset=base_offset)
+
+
+def _broken(m: Message07) -> bool:
+    if m.error is not None:
+        return True
+    return any(_broken(i) for i in m.inner or ())
 
 
 def decode_message_set(data: bytes, base_offset: int | None = None, *,

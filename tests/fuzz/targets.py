@@ -306,7 +306,7 @@ def v07_messages(data: bytes) -> None:
     and a clean set's summary counts what the full decode finds at the top level."""
     from dissector.v07.messages import decode_message_set, summarize as summarize07
 
-    s = summarize07(data, 0)
+    s = summarize07(data, 0, max_decompressed=MAX_DECOMPRESSED)
     ms = decode_message_set(data, 0, max_decompressed=MAX_DECOMPRESSED)
     size = sum(len(m.payload) for m in ms.leaves())
     if size > MAX_DECOMPRESSED + len(data):

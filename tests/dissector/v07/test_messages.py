@@ -30,6 +30,7 @@ def test_gzip_and_snappy_wrappers_open_inner_messages_at_the_wrapper_offset():
         message(b"d"), xerial=False)
     s = summarize(data, 0)
     assert s.codec == "mixed" and s.legacy_wrappers == 3 and s.batch_count == 4
+    assert s.record_count == 5                          # wrappers opened to count what they hold
     ms = decode_message_set(data, 0)
     gz_at = len(message(b"first"))
     sn_at = gz_at + len(gzip_wrapper(inner))
@@ -85,6 +86,8 @@ def test_a_gzip_bomb_stops_at_the_cap():
     bomb = message(gzip.compress(message(b"\x00" * (4 << 20))), 1)
     ms = decode_message_set(bomb, 0, max_decompressed=1 << 20)
     assert ms.messages[0].inner == [] and "DecompressionLimit" in ms.messages[0].error
+    s = summarize(bomb, 0, max_decompressed=1 << 20)
+    assert s.record_count is None and s.batch_count == 1    # the count is unknown, not a guess
 
 
 def test_garbage_never_raises():
