@@ -8,6 +8,7 @@ ones and orders the result worst first.
 from __future__ import annotations
 
 from functools import reduce
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -20,7 +21,7 @@ RULES: tuple[Rule, ...] = producer.RULES + clients.RULES + consumers.RULES + gro
 BY_ID = {r.id: r for r in RULES}
 
 __all__ = ["BY_ID", "COLUMNS", "FINDINGS", "RULES", "SEVERITIES", "Config", "FindingsConfigError", "Inputs",
-           "Rule", "findings", "from_dataset", "load", "rules_markdown", "severity_rank"]
+           "Rule", "findings", "from_dataset", "load", "rules_markdown", "severity_rank", "tables"]
 
 
 def severity_rank() -> F.Column:
@@ -56,3 +57,10 @@ def from_dataset(spark: SparkSession, path: str, config: Config | None = None) -
     ex = dataset.read_table(spark, path, "exchanges").cache()
     parts = dataset.read_table(spark, path, "partitions").cache()
     return findings(Inputs(ex, parts), config)
+
+
+def tables(ds: Any, opts: Any) -> dict[str, DataFrame]:
+    """The job interface of ``kdissect analyze``: the dataset (its ``exchanges``, ``partitions``) and options
+    (``opts.findings``: a :class:`Config`, defaults when absent) in, the ``findings`` table out."""
+    config = getattr(opts, "findings", None)
+    return {"findings": findings(Inputs(ds.exchanges, ds.partitions, getattr(ds, "anomalies", None)), config)}
