@@ -105,3 +105,42 @@ def test_a_failing_worker_fails_the_decode_and_leaves_no_files(how: str, tmp_pat
     assert len(lines) == 1 and "failed" in lines[0] and "Traceback" not in proc.stderr, proc.stderr
     assert ("SIGXFSZ" in lines[0]) == (how == "killed")
     assert [p for p in out.rglob("*") if p.is_file()] == []
+
+
+# Many short-lived librdkafka clients against tansu, each on connections of its own (bootstrap and
+# broker): hundreds of connections spread over the shares, as a busy capture has them.
+_CLIENTS = """
+import sys
+from confluent_kafka import Producer
+bootstrap, count = sys.argv[1], int(sys.argv[2])
+delivered = 0
+def done(err, msg):
+    global delivered
+    delivered += err is None
+for i in range(count):
+    p = Producer({"bootstrap.servers": bootstrap, "client.id": f"kd-many-{i}", "linger.ms": 0})
+    p.produce(f"many-{i % 7}", b"v%d" % i, b"k%d" % i, on_delivery=done)
+    p.flush(30)
+print(delivered)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="tcpdump needs root")
+def test_three_jobs_give_the_rows_of_one_over_hundreds_of_connections(tmp_path: Path) -> None:
+    pytest.importorskip("confluent_kafka")
+    from tests.brokers import free_port, run_tansu, tcpdump
+    port = free_port()
+    pcap = tmp_path / "many.pcap"
+    with run_tansu(port) as bootstrap:
+        with tcpdump(pcap, iface="lo", bpf=["tcp", "port", str(port)], immediate=True):
+            out = subprocess.run([sys.executable, "-c", _CLIENTS, bootstrap, "150"], capture_output=True,
+                                 text=True, timeout=600, check=True)
+    assert int(out.stdout) == 150
+    one = decode_files([pcap], tmp_path / "one", EVERYTHING)
+    three = decode_files([pcap], tmp_path / "three", EVERYTHING, jobs=3, min_share_bytes=0)
+    assert len(one.counts.connections) >= 300
+    assert rows(tmp_path / "three") == rows(tmp_path / "one")
+    assert three.counts == one.counts
+    per_share = [pq.read_metadata(f).num_rows for f in sorted((tmp_path / "three" / "exchanges").glob("*"))]
+    assert len(per_share) == 3 and min(per_share) > 0.2 * sum(per_share)     # the hash spreads them
