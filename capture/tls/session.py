@@ -98,6 +98,7 @@ class TlsSession:
         self._held: list[tuple[int, int, bytes, bytes, int]] = []
         self._held_bytes = 0
         self._generation = -1                         # of the key log at the last lookup
+        self._secrets: Secrets = {}                   # what that lookup found
 
     # -- input ---------------------------------------------------------------------------------
 
@@ -225,7 +226,9 @@ class TlsSession:
             return False
         secrets = self._lookup()
         if sh.version == TLS13:
-            made = self._keys13(suite, secrets)
+            # A live log gets a connection's lines one by one: wait for all four, unless it is over.
+            whole = self.keylog is None or not self.keylog.live or final
+            made = self._keys13(suite, secrets, whole)
         else:
             master = secrets.get(CLIENT_RANDOM)
             made = master is not None and len(master) == 48
@@ -247,14 +250,17 @@ class TlsSession:
         if log.live:
             log.refresh()
             if log.generation == self._generation:
-                return {}                             # nothing new since the last look
+                return self._secrets                  # nothing new since the last look
             self._generation = log.generation
-        return log.lookup(self.client_hello.random)
+        self._secrets = log.lookup(self.client_hello.random)
+        return self._secrets
 
-    def _keys13(self, suite, secrets: Secrets) -> bool:
+    def _keys13(self, suite, secrets: Secrets, partial_ok: bool) -> bool:
         app = [secrets.get("CLIENT_TRAFFIC_SECRET_0"), secrets.get("SERVER_TRAFFIC_SECRET_0")]
         hs = [secrets.get("CLIENT_HANDSHAKE_TRAFFIC_SECRET"), secrets.get("SERVER_HANDSHAKE_TRAFFIC_SECRET")]
         if app[0] is None and app[1] is None:
+            return False
+        if not partial_ok and None in app + hs:
             return False
         for side in (CLIENT, SERVER):
             self._app13[side] = Aead13(suite, app[side]) if app[side] is not None else None

@@ -312,3 +312,17 @@ def test_sasl_inside_tls_is_decoded_and_redacted(tmp_path: Path) -> None:
     assert requests[1].body["auth_bytes"] == REDACTED and requests[1].body["sasl_plain_username"] == "alice"
     assert "s3cret" not in repr(events)
     assert [e.status.value for e in events if isinstance(e, Exchange)] == ["ok", "ok"]
+
+
+def test_live_tls13_waits_for_all_four_secrets_of_a_connection(tmp_path: Path) -> None:
+    # A client writes a TLS 1.3 connection's lines one at a time: the keys read in between are partial.
+    _, records = pt.read_records(TLS / "tls13.pcap")
+    full, _, _ = decode(TLS / "tls13.pcap", keys("tls13"))
+    lines = keys("tls13").read_text().splitlines(keepends=True)
+    traffic = [ln for ln in lines if ln.startswith(("SERVER_TRAFFIC_SECRET_0", "SERVER_HANDSHAKE"))]
+    rest = "".join(ln for ln in lines if ln not in traffic)
+    keylog = tmp_path / "live.keys"
+    keylog.write_text("".join(traffic))                  # the server-side secrets first
+    exchanges, anomalies = _run_live(records, keylog, 12, rest)     # before the first connection ends (14)
+    assert not anomalies
+    assert {c: len(v) for c, v in exchanges.items()} == {c: len(v) for c, v in full.items()}
