@@ -131,3 +131,15 @@ def test_protocol_forcing_by_port(tmp_path):
     opts = DecodeOptions(protocol=protocol_option(["0.7=9092"]))
     decode_files([pcap], tmp_path / "out2", opts)
     assert {r["protocol"] for r in rows(tmp_path / "out2", "exchanges")} == {"0.7"}
+
+
+def test_cli_protocol_option(tmp_path, capsys):
+    from kdissect.cli import main
+
+    pcap = write_pcap(tmp_path / "v07.pcap", 1, every_request_type().records)
+    assert main(["show", str(pcap), "--protocol", "0.7=9092", "-c", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and all("Produce 0.7 request" in line for line in out)
+    assert main(["decode", str(pcap), "-o", str(tmp_path / "o"), "--protocol", "0.6", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--protocol: unknown protocol '0.6'" in err
