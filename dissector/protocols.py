@@ -179,7 +179,7 @@ class AutoConnection:
             self._client += data
         decided = self._decide(final=False)
         if decided is None and self._held > _HOLD_LIMIT:
-            decided = KAFKA_PROTOCOL
+            decided = self._decide(final=True) or KAFKA_PROTOCOL   # a huge first request: by its header
         return self._commit(decided) if decided is not None else []
 
     def gap(self, direction: Direction, ts: int, nbytes: int | None) -> list[Event]:

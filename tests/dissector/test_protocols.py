@@ -132,3 +132,15 @@ def test_forced_0_7_reads_0_8_bytes_as_0_7_and_says_what_does_not_fit():
     req = next(e for e in out if isinstance(e, V07Request))
     assert req.api_name == "MultiProduce" and req.body["topic_partition_count"] == 0
     assert [e.kind for e in out if not isinstance(e, (Request, Exchange))] == ["trailing_bytes"]
+
+
+def test_a_first_0_7_request_larger_than_the_hold_limit_is_decided_by_its_header():
+    big = produce("events", 0, message(b"x" * (600 << 10)) * 3)       # 1.8 MiB
+    conn = AutoConnection()
+    out = []
+    for i in range(0, len(big), 65536):
+        out += conn.feed(B, big[i:i + 65536], i)
+    out += conn.close(10**9)
+    assert conn.protocol == "0.7"
+    req = next(e for e in out if isinstance(e, V07Request))
+    assert req.failure is None and req.body["messages"].record_count == 3
