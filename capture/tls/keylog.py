@@ -15,8 +15,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np      # imported where a key log is read: a decode without one never loads numpy
 
 from capture.tls.errors import KeyLogError
 
@@ -73,6 +75,7 @@ class _KeyFile:
 
     def update(self, final: bool) -> bool:
         """Index lines appended since the last call; with ``final`` a last line without newline too."""
+        import numpy as np
         try:
             size = os.path.getsize(self.path)
         except OSError:
@@ -120,11 +123,13 @@ class _KeyFile:
 
     @staticmethod
     def _entries(data: bytes, base: int) -> np.ndarray:
+        import numpy as np
         # The regex finds candidate lines at C speed; the random must be hex and whole for a line to count.
         return np.fromiter(((int(m[1], 16) << _OFFSET_BITS) | (base + m.start()) for m in _LINE.finditer(data)),
                            dtype=np.uint64)
 
     def lookup(self, client_random: bytes) -> Secrets:
+        import numpy as np
         prefix = int.from_bytes(client_random[:3], "big")
         lo = np.uint64(prefix << _OFFSET_BITS)
         offsets = []
