@@ -22,7 +22,8 @@ kinds (``conn`` None for capture-level ones):
 * connections: ``tls`` (a TLS connection not decoded: no keys, joined after its handshake,
   unsupported version or suite; version, cipher suite and SNI in the detail),
   ``tls_decrypt_failed`` (keys that do not authenticate its records), ``dissector_error``;
-* state caps: ``flow_table_full`` (live connections ended early), ``topic_registry_full``.
+* state caps: ``flow_table_full`` (live connections ended early), ``topic_registry_full``,
+  ``frame_held_limit`` (the dissector's, from ``max_held_frame_bytes``).
 
 TLS connections are decrypted by :mod:`capture.tls` given the session keys
 (``CaptureOptions.tls_keylog``, or a pcapng file's Decryption Secrets Blocks),

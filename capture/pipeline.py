@@ -11,7 +11,7 @@ the detection limit and the flow-table caps, never by the capture's size.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from capture import linktypes
@@ -33,6 +33,8 @@ from capture.shard import Share, ShareFilter
 from capture.records import RawRecord, RecordSource, problem
 from capture.tls.keylog import KeyLog
 from capture.tlsflow import TlsConnection
+from dissector.connection import Options as DissectorOptions
+from dissector.held import HeldBytes
 from dissector.protocols import connection_factory as connection_factory_for
 from dissector.events import Anomaly, Direction, Event
 from dissector.topics import TopicRegistry
@@ -73,6 +75,7 @@ class CaptureOptions:
     max_causal_wait: float = 1.0             # seconds of capture time
     max_causal_segments: int = 1024          # per connection
     max_causal_bytes: int = 4 << 20          # per connection
+    max_held_frame_bytes: int = 1 << 30      # bytes of frames still arriving, all connections (dissector/held.py)
     share: Share | None = None               # decode only this share's connections (see capture.shard)
     tls_keylog: tuple[str, ...] = ()         # NSS key log files (pcapng secrets blocks are used anyway)
     tls_keylog_live: bool = False            # the key logs grow while the capture runs: re-read them
@@ -147,7 +150,9 @@ class Pipeline:
         self.topics = topics if topics is not None else TopicRegistry()
         self._foreign = ShareFilter(o.share).foreign if o.share is not None and o.share.count > 1 else None
         if connection_factory is None:
-            connection_factory = connection_factory_for(o.dissector, self.topics, o.protocol)
+            # One budget for the bytes of unfinished frames, shared by this capture's connections.
+            dissector_options = replace(o.dissector or DissectorOptions(), held=HeldBytes(o.max_held_frame_bytes))
+            connection_factory = connection_factory_for(dissector_options, self.topics, o.protocol)
         if probe is None and o.ports is None:
             probe = KafkaProbe.from_dissector()
         self._new_connection = connection_factory

@@ -23,7 +23,7 @@ Nothing here raises on bad bytes: failures become ``Anomaly`` events or a
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dissector.decoders import DECODE_ERRORS, Decoders, default_decoders
@@ -50,6 +50,7 @@ from dissector.framing import (
     request_frame_decodes,
     response_header_version,
 )
+from dissector.held import STEP as HELD_STEP
 from dissector.infer import Inference, infer_response
 from dissector.redact import needs_redaction, redact
 from dissector.topics import TopicRegistry
@@ -63,6 +64,7 @@ _GROUP_APIS = frozenset({11, 14, 15})
 _RESYNC_KEEP = 1 << 20   # bytes an unsynced side keeps while it looks for a frame it can prove
 _FULL_INFERENCES = 64    # orphans per connection given a full search before shortcuts start
 _REQUEST_COST = 1024     # bytes a waiting decoded request costs besides its frame (objects, body dict)
+_HELD_STEP = HELD_STEP   # see dissector/held.py
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,14 +76,19 @@ class Options:
     # tens of thousands of small requests in flight. Past it the oldest is given up, with an anomaly.
     max_in_flight_bytes: int = 64 << 20
     infer_orphans: bool = True
+    # Shared by the connections of one capture (dissector.held.HeldBytes): bounds the bytes held
+    # for frames still arriving across all of them. None: only the frame cap bounds them.
+    held: Any = field(default=None, compare=False)
 
 
 class _Side:
     """Reassembly state of one direction."""
 
-    __slots__ = ("chunks", "have", "need", "first_ts", "offset", "synced", "skip")
+    __slots__ = ("budget", "chunks", "counted", "have", "need", "first_ts", "offset", "synced", "skip")
 
-    def __init__(self, synced: bool) -> None:
+    def __init__(self, synced: bool, budget: Any = None) -> None:
+        self.budget = budget   # dissector.held.HeldBytes or None
+        self.counted = 0       # of `have`, the bytes counted in the budget (see Connection._count_held)
         self.chunks: list[bytes] = []
         self.have = 0          # bytes in chunks
         self.need = 0          # length of the frame being collected (size prefix included), 0 if unknown
@@ -91,6 +98,9 @@ class _Side:
         self.skip = 0          # bytes still to drop: the rest of a frame cut by a gap
 
     def take(self) -> bytes:
+        if self.counted:
+            self.budget.used -= self.counted
+            self.counted = 0
         buf = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
         self.chunks = []
         self.have = 0
@@ -111,7 +121,8 @@ class Connection:
         self.options = options or Options()
         self.topics = topics if topics is not None else TopicRegistry()
         self._decoders = decoders or default_decoders()
-        self._sides = (_Side(not mid_stream), _Side(not mid_stream))
+        held = self.options.held
+        self._sides = (_Side(not mid_stream, held), _Side(not mid_stream, held))
         self._pending: dict[int, tuple[int, Request]] = {}
         self._pending_bytes = 0     # estimated memory of _pending (see Options.max_in_flight_bytes)
         self._cap_hits = 0
@@ -158,6 +169,8 @@ class Connection:
                     return out
                 side.need = size + 4
             if side.have < side.need:
+                if side.budget is not None and side.have - side.counted >= _HELD_STEP:
+                    self._count_held(direction, side, ts, out)
                 return out
             first_ts = side.first_ts
             buf = side.take()
@@ -227,6 +240,24 @@ class Connection:
     @property
     def in_flight(self) -> int:
         return len(self._pending)
+
+    def _count_held(self, direction: Direction, side: _Side, ts: int, out: list[Event]) -> None:
+        """A frame still arriving grew by a step: count it; past the capture's limit, give it up."""
+        budget = side.budget
+        budget.used += side.have - side.counted
+        side.counted = side.have
+        if budget.used <= budget.limit:
+            return
+        budget.cuts += 1
+        need, first_ts, offset = side.need, side.first_ts, side.offset
+        partial = side.take()
+        out.append(Anomaly("frame_held_limit", direction, ts,
+                           f"a frame of {need} bytes had {len(partial)} held while the connections of this capture "
+                           f"held more than {budget.limit} bytes of unfinished frames: decoded as truncated, "
+                           "the rest skipped", offset, {"frame": need, "held": len(partial)}))
+        self._truncated(direction, partial, need, first_ts, ts, offset, out)
+        side.skip = need - len(partial)
+        side.offset += len(partial)
 
     # -- framing ----------------------------------------------------------------
 

@@ -377,3 +377,32 @@ def test_in_flight_bound_is_memory_and_says_when_it_bites():
     for corr in range(15, 25):
         events += conn.feed(C, heartbeat_resp(corr), 100 + corr)
     assert conn.in_flight == 0 and conn._pending_bytes == 0
+
+
+def _frame_of(size: int, corr: int) -> bytes:
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 1,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": bytes(size)}]}]}
+    return request_frame(0, 3, corr, "c", body)
+
+
+def test_frames_still_arriving_share_one_capture_wide_budget():
+    """Two connections each trickle a 3 MiB request in; the capture allows 4 MiB held in all."""
+    from dissector.held import HeldBytes
+
+    held = HeldBytes(limit=4 << 20)
+    opts = Options(held=held)
+    a, b = Connection(opts), Connection(opts)
+    big = _frame_of(3 << 20, corr=1)
+    after = _frame_of(100, corr=2)
+    events = []
+    for i in range(0, len(big), 64 << 10):
+        events += a.feed(Direction.TO_BROKER, big[i:i + (64 << 10)], i)
+        events += b.feed(Direction.TO_BROKER, big[i:i + (64 << 10)], i)
+    events += b.feed(Direction.TO_BROKER, after, 10**9)
+    events += a.feed(Direction.TO_BROKER, after, 10**9)
+    cut = [e for e in events if isinstance(e, Anomaly) and e.kind == "frame_held_limit"]
+    assert len(cut) == 1 and held.cuts == 1
+    reqs = [e for e in events if isinstance(e, Request)]
+    # One whole, one truncated (decoded as far as held), and both next requests in sync.
+    assert sorted((r.correlation_id, r.failure is not None) for r in reqs) == [(1, False), (1, True), (2, False), (2, False)]
+    assert held.used == 0
