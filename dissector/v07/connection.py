@@ -93,7 +93,7 @@ class _Gone:
 class _Side:
     """The bytes of one direction not yet cut into frames."""
 
-    __slots__ = ("buf", "start", "marks", "synced", "skip")
+    __slots__ = ("buf", "start", "marks", "synced", "skip", "wait")
 
     def __init__(self, synced: bool) -> None:
         self.buf = bytearray()
@@ -101,6 +101,7 @@ class _Side:
         self.marks: deque[tuple[int, int]] = deque()   # (stream offset, capture ts) where each chunk began
         self.synced = synced
         self.skip = 0                           # bytes still to drop: the rest of a frame cut by a gap
+        self.wait = 0                           # unsynced: bytes a candidate frame needs before a new search
 
     def append(self, data: bytes, ts: int) -> None:
         self.marks.append((self.start + len(self.buf), ts))
@@ -206,6 +207,7 @@ class V07Connection:
                 return out
         elif side.buf:
             side.clear()
+        side.wait = 0
         if nbytes != 0:
             if side.synced:
                 self._lost(direction, ts, boundary)
@@ -249,7 +251,7 @@ class V07Connection:
         max_frame = self.options.max_frame_size
         handle = self._request if direction == TO_BROKER else self._response
         while True:
-            if not side.synced and not self._resync(direction, side, ts, out):
+            if not side.synced and (len(side.buf) < side.wait or not self._resync(direction, side, ts, out)):
                 return
             buf = side.buf
             if len(buf) < 4:
@@ -283,6 +285,7 @@ class V07Connection:
                     at = None
         else:
             at, need = find_response(buf, 0, max_frame, self._response_kinds())
+        side.wait = 0
         if at is None:
             drop = max(0, len(buf) - _TAIL)
             self._skipped(direction, drop, ts)
@@ -291,6 +294,7 @@ class V07Connection:
         if need:
             self._skipped(direction, at, ts)
             side.consume(at)             # nothing before a candidate can start a provable frame
+            side.wait = need             # search again once it can be whole
             return False
         self._skipped(direction, at, ts)
         if direction == TO_CLIENT:

@@ -367,6 +367,8 @@ def find_response(buf: bytes, start: int, max_frame: int, kinds: frozenset[int] 
                     shapes = [k for k in shapes if k in kinds]
                 if shapes and (end == n or _RESPONSE_CANDIDATE.match(buf, end)):
                     return at, 0
+                if shapes and n - end < 6 and waiting[0] is None:
+                    waiting = (at, end + 6 - at)      # what follows it is not here yet
         pos = at + 1
 
 
