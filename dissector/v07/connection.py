@@ -152,6 +152,7 @@ class V07Connection:
         self._server_ts = -1          # ... and of the latest bytes (or loss) towards the client
         self._pending_bytes = 0       # estimated memory of _pending (Options.max_in_flight_bytes bounds it)
         self._gone = 0
+        self._skew_reported = False
 
     # -- public API -------------------------------------------------------------
 
@@ -463,8 +464,14 @@ class V07Connection:
             self._lost_responses = False  # the lost answers came before any waiting request was sent
             self._lost_min = 0
         if not self._lost_responses and not isinstance(head, _Barrier):
-            if head.last_ts > ts:
-                return None               # sent after this response arrived: it answers something unseen
+            # Nothing lost: order decides, whatever the timestamps say (two capture points can disagree).
+            if head.last_ts > ts and not self._skew_reported:
+                self._skew_reported = True
+                out.append(Anomaly("negative_latency", TO_CLIENT, ts,
+                                   f"a 0.7 response began {(head.last_ts - ts) / 1000:.1f} us before its request "
+                                   "ended, by the capture's timestamps (skewed clocks or capture points); latency "
+                                   "kept as measured; reported once per connection", None,
+                                   {"latency_ns": ts - head.last_ts}))
             self._take()
             return head if isinstance(head, V07Request) else None
         # Uncertain: unknown requests may come first, or answers were lost.
