@@ -105,6 +105,26 @@ def _records(out: Path) -> tuple[int, int, int]:
     return int(produced), int((ex.api_key == 0).sum()), int((an.kind == "gap").sum())
 
 
+def _wait_packet_socket(pid: int, timeout: float = 60.0) -> None:
+    """Block until process ``pid`` holds an open packet socket (both versions: the capture has begun)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/net/packet") as f:
+                inodes = {line.split()[-1] for line in f.readlines()[1:]}
+            # The spool version hands the socket to its capture process: look at the children too.
+            children = open(f"/proc/{pid}/task/{pid}/children").read().split()
+            for p in [str(pid), *children]:
+                for fd in os.listdir(f"/proc/{p}/fd"):
+                    link = os.readlink(f"/proc/{p}/fd/{fd}")
+                    if link.startswith("socket:[") and link[8:-1] in inodes:
+                        return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError("kdissect live did not open its packet socket")
+
+
 def run_once(tree: Path, kind: str, rate: float, seconds: float, work: Path) -> dict:
     from tests.brokers import free_port, run_tansu
     port = free_port()
@@ -113,7 +133,7 @@ def run_once(tree: Path, kind: str, rate: float, seconds: float, work: Path) -> 
     with run_tansu(port) as bootstrap:
         live = subprocess.Popen([sys.executable, "-m", "kdissect", "live", "-i", "lo", "--ports", str(port),
                                  "-o", str(out)], cwd=tree, env=env, stderr=subprocess.PIPE, text=True)
-        time.sleep(3.0)   # the baseline prints nothing when its socket is open
+        _wait_packet_socket(live.pid)   # the baseline prints nothing when its socket is open
         t0 = time.monotonic()
         prod = subprocess.run([sys.executable, __file__, "--produce", bootstrap, f"bench-{kind}", kind, str(rate),
                                str(seconds)], capture_output=True, text=True, env={**os.environ,
@@ -193,7 +213,7 @@ def run_replay(tree: Path, pcap: Path, pps: float, work: Path, expected: int, tc
         env = {**os.environ, "PYTHONPATH": str(tree)}
         live = subprocess.Popen(in_netns(ns, [sys.executable, "-m", "kdissect", "live", "-i", "kdb0", "-o", str(out)]),
                                 cwd=tree, env=env, stderr=subprocess.PIPE, text=True)
-        time.sleep(3.0)
+        _wait_packet_socket(live.pid)
         if tcpreplay:   # faster than Python's sendto; pps 0 = as fast as it goes
             rate = ["--topspeed"] if not pps else [f"--pps={int(pps)}"]
             rep = subprocess.run(in_netns(ns, ["tcpreplay", "-i", "kdb1", *rate, f"--loop={loops}", str(pcap)]),
@@ -206,8 +226,10 @@ def run_replay(tree: Path, pcap: Path, pps: float, work: Path, expected: int, tc
                                  capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
         stop = time.monotonic()
         # Frames the veth itself dropped (receive backlog full) never reach any capture.
-        link = subprocess.run(in_netns(ns, ["cat", "/sys/class/net/kdb0/statistics/rx_dropped"]),
-                              capture_output=True, text=True).stdout.strip()
+        link = subprocess.run(in_netns(ns, ["cat", "/sys/class/net/kdb0/statistics/rx_dropped",
+                                            "/sys/class/net/kdb1/statistics/tx_dropped"]),
+                              capture_output=True, text=True).stdout.split()
+        link = sum(int(x) for x in link)
         time.sleep(0.5)
         live.send_signal(signal.SIGINT)
         _, err = live.communicate(timeout=900)
