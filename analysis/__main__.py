@@ -1,4 +1,4 @@
-"""``python -m analysis JOB DATASET [--master M] [--out DIR] ...``: run one job, print its tables."""
+"""``python -m analysis JOB DATASET... [--master M] [--out DIR] ...``: run one job, print its tables."""
 
 from __future__ import annotations
 
@@ -6,18 +6,19 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-JOBS = ("latency", "errors", "throughput", "versions")
+from analysis.runner import JOBS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in JOBS:
-        print(f"usage: python -m analysis {{{','.join(JOBS)}}} DATASET [--master M] [--out DIR] "
-              "[--format parquet|csv] [--window INTERVAL] [--limit N]", file=sys.stderr)
+        print(f"usage: python -m analysis {{{','.join(JOBS)}}} DATASET... [--master M] [--since T] [--until T] "
+              "[--window INTERVAL] [--out DIR [--format parquet|csv]] [--limit N]\n"
+              "       (every job at once, with a report: kdissect analyze DATASET... --report FILE.html)",
+              file=sys.stderr)
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     # Imported late so `--help` and typos answer without starting Java.
-    job = importlib.import_module(f"analysis.{argv[0]}")
-    return job.main(argv[1:])
+    return importlib.import_module(f"analysis.{argv[0]}").main(argv[1:])
 
 
 if __name__ == "__main__":

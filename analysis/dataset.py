@@ -1,17 +1,26 @@
-"""The kdissect dataset's tables, read with explicit schemas.
+"""The kdissect dataset's tables as the jobs read them, checked before Spark touches them.
 
 ``kdissect decode`` writes ``OUTDIR/{exchanges,partitions,anomalies,records}`` as
-Parquet directories (timestamps UTC, microseconds). Declaring the schema here
-spares Spark a footer scan per file and pins the types the jobs rely on;
-integer columns are declared at least as wide as the writer's, which Spark's
-Parquet reader widens to, and a column the writer left out reads as null.
+Parquet directories (timestamps UTC, microseconds). The schemas below are the
+columns the jobs rely on and the types they read them as (integers at least
+as wide as the writer's, which Spark's Parquet reader widens to); the writer's
+own schema stays in ``kdissect/tables.py``. Before reading, every local file's
+footer is checked for those columns, so a dataset from an older kdissect, an
+empty one, or a directory that is not a dataset is one clear message
+(:class:`~analysis.exceptions.DatasetError`) instead of a Spark stack trace or
+a silently null column.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+import pyarrow.parquet as pq
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
     DoubleType,
@@ -22,6 +31,8 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+from analysis.exceptions import DatasetError
 
 
 def _schema(*fields: tuple[str, object]) -> StructType:
@@ -73,6 +84,7 @@ PARTITIONS = _schema(
     ("record_count", LongType()),
     ("batch_count", LongType()),
     ("bytes", LongType()),
+    ("offset", LongType()),
     ("base_offset", LongType()),
     ("last_offset", LongType()),
     ("high_watermark", LongType()),
@@ -100,10 +112,12 @@ RECORDS = _schema(
     ("partition", IntegerType()),
     ("offset", LongType()),
     ("timestamp", TimestampType()),
+    ("magic", IntegerType()),
     ("key_size", IntegerType()),
     ("value_size", IntegerType()),
     ("header_count", IntegerType()),
     ("producer_id", LongType()),
+    ("producer_epoch", IntegerType()),
     ("transactional", BooleanType()),
     ("control", BooleanType()),
 )
@@ -118,31 +132,125 @@ SCHEMAS: dict[str, StructType] = {
 
 # Written only on request (``kdissect decode --records``): absent reads as empty.
 OPTIONAL = frozenset({"records"})
+# Every dataset has these directories, even for a capture without Kafka traffic.
+REQUIRED = ("exchanges", "partitions", "anomalies")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """The tables of one or more dataset directories, unioned, optionally cut to a time range."""
+
+    exchanges: DataFrame
+    partitions: DataFrame
+    anomalies: DataFrame
+    records: DataFrame
+    paths: tuple[str, ...]
+    input_bytes: int
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def _parquet_files(directory: str) -> list[str]:
+    # Spark skips names starting with "." or "_" (the writer's temporaries, _SUCCESS): so does this.
+    return sorted(os.path.join(directory, n) for n in os.listdir(directory)
+                  if n.endswith(".parquet") and not n.startswith((".", "_")))
+
+
+def check_local(path: str) -> tuple[dict[str, list[str]], int, int]:
+    """Files per table, total bytes and exchange rows of a local dataset; DatasetError if unusable."""
+    if not os.path.isdir(path):
+        what = "is a file, not a dataset directory" if os.path.exists(path) else "no such directory"
+        raise DatasetError(f"{path}: {what} (expected the OUTDIR of kdissect decode)")
+    missing = [t for t in REQUIRED if not os.path.isdir(os.path.join(path, t))]
+    if missing:
+        raise DatasetError(f"{path}: not a kdissect dataset (no {', '.join(m + '/' for m in missing)}); "
+                           f"write one with: kdissect decode CAPTURE -o {path}")
+    files: dict[str, list[str]] = {}
+    size = rows = 0
+    for table in SCHEMAS:
+        directory = os.path.join(path, table)
+        files[table] = _parquet_files(directory) if os.path.isdir(directory) else []
+        needed = SCHEMAS[table].fieldNames()
+        for file in files[table]:
+            try:
+                meta = pq.read_metadata(file)
+            except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
+                raise DatasetError(f"{file}: not a readable Parquet file ({exc})") from None
+            have = set(meta.schema.to_arrow_schema().names)
+            absent = [c for c in needed if c not in have]
+            if absent:
+                raise DatasetError(f"{file}: no column {', '.join(absent)}: written by an older kdissect; "
+                                   "decode the capture again with this version")
+            size += os.path.getsize(file)
+            if table == "exchanges":
+                rows += meta.num_rows
+    return files, size, rows
+
+
+def check_paths(paths: Sequence[str]) -> None:
+    """Check local datasets without Spark; DatasetError for the first unusable one."""
+    rows, local = 0, [p for p in paths if not _is_remote(p)]
+    for path in local:
+        rows += check_local(path)[2]
+    if local and len(local) == len(paths) and rows == 0:
+        where = paths[0] if len(paths) == 1 else f"{len(paths)} datasets"
+        raise DatasetError(f"{where}: empty dataset (no exchanges); nothing to analyze")
+
+
+def _since_until(df: DataFrame, ts: Column, since: dt.datetime | None, until: dt.datetime | None) -> DataFrame:
+    if since is not None:
+        df = df.where(ts >= F.lit(since))
+    if until is not None:
+        df = df.where(ts < F.lit(until))
+    return df
+
+
+def load(spark: SparkSession, paths: Sequence[str], since: dt.datetime | None = None,
+         until: dt.datetime | None = None) -> Dataset:
+    """Every table of the datasets at ``paths``, cut to ``[since, until)`` of capture time."""
+    if not paths:
+        raise DatasetError("no dataset given")
+    files: dict[str, list[str]] = {t: [] for t in SCHEMAS}
+    remote: dict[str, list[str]] = {t: [] for t in SCHEMAS}
+    size = rows = 0
+    for path in paths:
+        if _is_remote(path):
+            for t in SCHEMAS:
+                remote[t].append(path.rstrip("/") + "/" + t)
+            continue
+        found, nbytes, nrows = check_local(path)
+        for t, fs in found.items():
+            files[t] += fs
+        size, rows = size + nbytes, rows + nrows
+    if not remote["exchanges"] and rows == 0:
+        check_paths(paths)
+
+    def read(table: str) -> DataFrame:
+        sources = files[table] + remote[table]
+        if not sources:
+            return spark.createDataFrame([], SCHEMAS[table])
+        df = spark.read.schema(SCHEMAS[table]).parquet(*sources)
+        if remote[table]:
+            have = set(spark.read.parquet(*remote[table]).columns)
+            absent = [c for c in SCHEMAS[table].fieldNames() if c not in have]
+            if absent:
+                raise DatasetError(f"{remote[table][0]}: no column {', '.join(absent)}: written by an older "
+                                   "kdissect; decode the capture again with this version")
+        return df
+
+    ex = read("exchanges")
+    return Dataset(
+        exchanges=_since_until(ex, F.coalesce("request_ts", "response_ts"), since, until),
+        partitions=_since_until(read("partitions"), F.col("ts"), since, until),
+        anomalies=_since_until(read("anomalies"), F.col("ts"), since, until),
+        records=_since_until(read("records"), F.col("ts"), since, until),
+        paths=tuple(paths),
+        input_bytes=size,
+    )
 
 
 def read_table(spark: SparkSession, dataset: str, name: str) -> DataFrame:
-    """One table of the dataset; FileNotFoundError if a required table is missing."""
-    schema = SCHEMAS[name]
-    path = dataset.rstrip("/") + "/" + name
-    # Only a local path can be checked cheaply; remote stores (s3a://, hdfs://) are read as given.
-    if "://" not in dataset and not os.path.isdir(path):
-        if name in OPTIONAL:
-            return spark.createDataFrame([], schema)
-        raise FileNotFoundError(f"{path}: no such directory; is {dataset} a dataset written by kdissect decode?")
-    return spark.read.schema(schema).parquet(path)
-
-
-def read_exchanges(spark: SparkSession, dataset: str) -> DataFrame:
-    return read_table(spark, dataset, "exchanges")
-
-
-def read_partitions(spark: SparkSession, dataset: str) -> DataFrame:
-    return read_table(spark, dataset, "partitions")
-
-
-def read_anomalies(spark: SparkSession, dataset: str) -> DataFrame:
-    return read_table(spark, dataset, "anomalies")
-
-
-def read_records(spark: SparkSession, dataset: str) -> DataFrame:
-    return read_table(spark, dataset, "records")
+    """One table of one dataset (for notebooks and ad-hoc use), checked like :func:`load`."""
+    return getattr(load(spark, [dataset]), name)

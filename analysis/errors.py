@@ -1,84 +1,88 @@
-"""Kafka error codes: counts by api, client and topic; error rates; exchange statuses.
+"""Errors: which error, on which api, for which client, broker and topic-partition; retriable or not.
 
-Exchange-level counts use ``exchanges.error_code``; per-topic counts use the
-per-partition error codes of responses in ``partitions`` (Produce, Fetch and
-friends report errors per partition, not per request).
+An error is counted where the response states it: per partition for the apis
+that answer per partition (Produce, Fetch, OffsetCommit, ...), one row per
+failing partition entry; else once per exchange (``topic`` and ``partition``
+null). ``share`` is that count over all exchanges of the api. ``retriable``
+says whether Kafka's Java client retries the error (``analysis/_retriable.py``,
+generated from the protocol reference's errors-retriable.tsv); null where the
+code is unknown to it.
+
+Tables: ``errors``, ``errors_over_time``.
 
 Usage::
 
-    python -m analysis errors DATASET [--master local[*]] [--out DIR]
+    python -m analysis errors DATASET... [--master local[*]] [--out DIR]
     PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/errors.py DATASET [--out DIR]
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
+from itertools import chain
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from analysis import dataset, report
+from analysis import frames, runner
+from analysis._retriable import RETRIABLE
+from analysis.dataset import Dataset
+from analysis.options import Options
+
+EVENT = ["api_name", "error_code", "error_name", "client_id", "broker", "topic", "partition", "ts"]
 
 
-def failed(exchanges: DataFrame) -> DataFrame:
-    """Exchanges whose response carried a non-zero error code."""
-    return exchanges.where(F.col("error_code").isNotNull() & (F.col("error_code") != 0))
+def retriable(code: str = "error_code") -> Column:
+    """Whether Kafka's client retries the error code in column ``code``; null if unknown."""
+    table = F.create_map(*chain.from_iterable((F.lit(k), F.lit(v)) for k, v in sorted(RETRIABLE.items())))
+    return table[F.col(code)]
 
 
-def error_counts(exchanges: DataFrame, *keys: str) -> DataFrame:
-    """Failed exchanges per ``keys`` and error (code and name: unknown codes have no name)."""
-    return failed(exchanges).groupBy(*keys, "error_code", "error_name").agg(F.count(F.lit(1)).alias("count"))
+def events(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
+    """One row per error seen: per failing partition entry, else per failing exchange."""
+    per_partition = (partitions.where((F.col("direction") == "response") & frames.failed())
+                     .select(*frames.KEYS, "api_name", "error_code", "error_name",
+                             frames.topic().alias("topic"), "partition", F.col("ts")))
+    per_partition = per_partition.join(frames.context(exchanges).select(*frames.KEYS, "client_id", "broker"),
+                                       frames.KEYS, "left")
+    per_exchange = (exchanges.where(frames.failed())
+                    .join(per_partition.select(*frames.KEYS).distinct(), frames.KEYS, "left_anti")
+                    .select("api_name", "error_code", "error_name", "client_id", frames.broker().alias("broker"),
+                            F.lit(None).cast("string").alias("topic"), F.lit(None).cast("int").alias("partition"),
+                            F.coalesce("response_ts", "request_ts").alias("ts")))
+    return per_partition.select(*EVENT).unionByName(per_exchange.select(*EVENT))
 
 
-def by_api(exchanges: DataFrame) -> DataFrame:
-    return error_counts(exchanges, "api_name")
+def errors(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Per api, error, client, broker and topic-partition: count, share of the api's exchanges, first/last seen."""
+    totals = exchanges.groupBy("api_name").agg(F.count(F.lit(1)).alias("api_exchanges"))
+    return (events(exchanges, partitions)
+            .groupBy("api_name", "error_name", "error_code", "client_id", "broker", "topic", "partition")
+            .agg(F.count(F.lit(1)).alias("count"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"))
+            .join(totals, "api_name", "left")
+            .select("api_name", "error_name", "error_code", "client_id", "broker", "topic", "partition", "count",
+                    (F.col("count") / F.col("api_exchanges")).alias("share"),
+                    retriable().alias("retriable"), "first_ts", "last_ts"))
 
 
-def by_client(exchanges: DataFrame) -> DataFrame:
-    return error_counts(exchanges, "client_id", "api_name")
+def over_time(exchanges: DataFrame, partitions: DataFrame, window: str = "1 minute") -> DataFrame:
+    return (events(exchanges, partitions)
+            .groupBy(F.window("ts", window).alias("w"), "api_name", "error_name")
+            .agg(F.count(F.lit(1)).alias("count"))
+            .select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
+                    "api_name", "error_name", "count"))
 
 
-def error_rate_by_api(exchanges: DataFrame) -> DataFrame:
-    """Per api: responses seen, how many carried an error, and the fraction."""
-    responded = exchanges.where(F.col("response_ts").isNotNull())
-    is_error = (F.coalesce(F.col("error_code"), F.lit(0)) != 0).cast("long")
-    return (responded.groupBy("api_name")
-            .agg(F.count(F.lit(1)).alias("responses"), F.sum(is_error).alias("errors"))
-            .withColumn("error_rate", F.col("errors") / F.col("responses")))
-
-
-def by_topic(partitions: DataFrame) -> DataFrame:
-    """Per api, topic and error: partition responses with that error, and how many partitions."""
-    return (partitions
-            .where((F.col("direction") == "response") & F.col("error_code").isNotNull()
-                   & (F.col("error_code") != 0))
-            .withColumn("topic", F.coalesce("topic", "topic_id"))
-            .groupBy("api_name", "topic", "error_code", "error_name")
-            .agg(F.count(F.lit(1)).alias("count"), F.countDistinct("partition").alias("partitions")))
-
-
-def status_counts(exchanges: DataFrame) -> DataFrame:
-    """Exchanges per api and status: unanswered, orphan and malformed ones show here, not as error codes."""
-    return exchanges.groupBy("api_name", "status").agg(F.count(F.lit(1)).alias("count"))
-
-
-def results(spark: SparkSession, path: str, args: argparse.Namespace) -> report.Results:
-    ex = dataset.read_exchanges(spark, path).cache()
-    parts = dataset.read_partitions(spark, path)
-    most = F.col("count").desc()
+def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
     return {
-        "by_api": by_api(ex).orderBy(most),
-        "by_client": by_client(ex).orderBy(most),
-        "by_topic": by_topic(parts).orderBy(most),
-        "error_rate_by_api": error_rate_by_api(ex).orderBy(F.col("error_rate").desc()),
-        "status_by_api": status_counts(ex).orderBy(F.col("status") == "ok", most),  # trouble first
+        "errors": errors(ds.exchanges, ds.partitions).orderBy(F.col("count").desc(), "api_name", "error_name"),
+        "errors_over_time": over_time(ds.exchanges, ds.partitions, opts.window).orderBy("window_start", "api_name"),
     }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return report.run("errors", results, argv)
+    return runner.run_job("errors", tables, argv)
 
 
 if __name__ == "__main__":

@@ -1,130 +1,184 @@
-"""Request latency percentiles by api, client, broker, topic and time window; p99 spikes.
+"""Latency: percentiles by api and version, client, broker, topic, time window and Produce size; spikes.
 
-Latency is the dataset's ``latency_ms``: response first byte minus request
-last byte, so only exchanges that saw both sides count.
+Latency is the dataset's ``latency_ms`` (response first byte minus request
+last byte), so only exchanges that saw both sides count. Two kinds of exchange
+are not slowness and are left out of every percentile:
+
+* **idle Fetch long-polls**: a Fetch whose response carries no records and
+  that waited at least ``idle_fraction`` (0.9) of the request's ``max_wait_ms``
+  is the broker holding the request open as asked. They are counted apart in
+  ``idle_fetches``.
+* **Produce with acks=0** has no response, hence no latency (status
+  ``no_response_expected``).
+
+Tables: ``latency_by_api``, ``latency_by_client``, ``latency_by_broker``,
+``latency_by_topic``, ``latency_over_time``, ``latency_histogram``,
+``latency_spikes``, ``latency_by_size``, ``idle_fetches``.
 
 Usage::
 
-    python -m analysis latency DATASET [--master local[*]] [--window '1 second'] [--out DIR]
+    python -m analysis latency DATASET... [--master local[*]] [--window '1 second'] [--out DIR]
     PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/latency.py DATASET [--out DIR]
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from analysis import dataset, report
+from analysis import frames, runner
+from analysis.dataset import Dataset
+from analysis.options import Options
 
-QUANTILES = (0.5, 0.95, 0.99)
-# percentile_approx's default accuracy: exact on small groups, bounded memory on large ones.
+QUANTILES = (0.5, 0.9, 0.99, 0.999)
+# percentile_approx's default accuracy: exact (an observed value) on groups of up to 10,000.
 ACCURACY = 10_000
+# Histogram buckets: four per decade, from 1 µs up.
+BUCKETS_PER_DECADE = 4
+FLOOR_MS = 0.001
+# Produce request size buckets (bytes, label): frame sizes including the length prefix.
+SIZE_BUCKETS = ((0, "< 1 KiB"), (1 << 10, "1-16 KiB"), (16 << 10, "16-256 KiB"), (256 << 10, "256 KiB-1 MiB"),
+                (1 << 20, ">= 1 MiB"))
 
 
-def answered(exchanges: DataFrame) -> DataFrame:
-    """Exchanges with a measured latency (both request and response seen)."""
-    return exchanges.where(F.col("latency_ms").isNotNull())
+def fetched_records(partitions: DataFrame) -> DataFrame:
+    """(keys, records): records carried by each Fetch response."""
+    return (partitions.where((F.col("api_key") == frames.FETCH) & (F.col("direction") == "response"))
+            .groupBy(*frames.KEYS).agg(F.sum(F.coalesce("record_count", F.lit(0))).alias("records")))
 
 
-def with_broker(exchanges: DataFrame) -> DataFrame:
-    """Adds ``broker`` as ``ip:port``."""
-    return exchanges.withColumn("broker", F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string")))
+def classified(exchanges: DataFrame, partitions: DataFrame, idle_fraction: float = 0.9) -> DataFrame:
+    """Exchanges with a latency, plus ``idle`` (a Fetch long-poll that returned nothing) and ``max_wait_ms``."""
+    fetch = F.col("api_key") == frames.FETCH
+    max_wait = F.when(fetch, F.get_json_object("request", "$.max_wait_ms").cast("double"))
+    answered = (exchanges.where(F.col("latency_ms").isNotNull() & (F.col("status") != "no_response_expected"))
+                .drop("max_wait_ms").withColumn("max_wait_ms", max_wait))
+    with_records = answered.join(fetched_records(partitions), frames.KEYS, "left")
+    idle = (fetch & (F.coalesce(F.col("records"), F.lit(0)) == 0) & (F.col("max_wait_ms") > 0)
+            & (F.col("latency_ms") >= F.col("max_wait_ms") * idle_fraction))
+    return with_records.withColumn("idle", idle).drop("records")
 
 
-def _stats(value: str = "latency_ms") -> list[Column]:
+def timed(classified_exchanges: DataFrame) -> DataFrame:
+    """The exchanges whose latency measures the broker's work: idle long-polls removed."""
+    return classified_exchanges.where(~F.col("idle"))
+
+
+def stats(value: str = "latency_ms") -> list[Column]:
     q = F.percentile_approx(value, list(QUANTILES), ACCURACY)
-    return [F.count(F.lit(1)).alias("count"),
-            q[0].alias("p50_ms"), q[1].alias("p95_ms"), q[2].alias("p99_ms"),
+    return [F.count(F.lit(1)).alias("count"), F.avg(value).alias("mean_ms"),
+            q[0].alias("p50_ms"), q[1].alias("p90_ms"), q[2].alias("p99_ms"), q[3].alias("p999_ms"),
             F.max(value).alias("max_ms")]
 
 
-def percentiles(exchanges: DataFrame, *keys: str) -> DataFrame:
-    """count, p50/p95/p99 (observed values: percentile_approx) and max latency per group of ``keys``."""
-    return answered(exchanges).groupBy(*keys).agg(*_stats())
+STATS = ["count", "mean_ms", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"]
 
 
-def by_api(exchanges: DataFrame) -> DataFrame:
-    return percentiles(exchanges, "api_name")
+def percentiles(rows: DataFrame, *keys: str | Column) -> DataFrame:
+    return rows.groupBy(*keys).agg(*stats())
 
 
-def by_client(exchanges: DataFrame) -> DataFrame:
-    return percentiles(exchanges, "client_id")
+def by_api(rows: DataFrame) -> DataFrame:
+    return percentiles(rows, "api_name", "api_version")
 
 
-def by_broker(exchanges: DataFrame) -> DataFrame:
-    return percentiles(with_broker(exchanges), "broker")
+def by_client(rows: DataFrame) -> DataFrame:
+    return percentiles(rows, "client_id")
+
+
+def by_broker(rows: DataFrame) -> DataFrame:
+    return percentiles(rows, frames.broker().alias("broker"))
 
 
 def exchange_topics(partitions: DataFrame) -> DataFrame:
-    """(capture, connection, correlation_id, topic): each topic an exchange touched, once.
-
-    Both directions count, so an exchange whose request was not captured still
-    gets the response's topics; topics known only by id (Fetch v13+ without a
-    Metadata response in the capture) show as their id.
-    """
-    return (partitions
-            .select("capture", "connection", "correlation_id",
-                    F.coalesce("topic", "topic_id").alias("topic"))
-            .where(F.col("topic").isNotNull())
-            .distinct())
+    """(keys, topic): each topic an exchange touched, once (either direction counts)."""
+    return (partitions.select(*frames.KEYS, frames.topic().alias("topic"))
+            .where(F.col("topic").isNotNull()).distinct())
 
 
-def with_topics(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
-    """One row per exchange and topic it touched (exchanges without topics drop out)."""
-    return answered(exchanges).join(exchange_topics(partitions),
-                                    ["capture", "connection", "correlation_id"])
+def by_topic(rows: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Per api and topic: a request naming three topics counts once for each."""
+    return percentiles(rows.join(exchange_topics(partitions), frames.KEYS), "api_name", "topic")
 
 
-def by_topic(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
-    """Latency per api and topic: a request naming three topics counts once for each."""
-    return percentiles(with_topics(exchanges, partitions), "api_name", "topic")
-
-
-def over_time(exchanges: DataFrame, window: str = "1 minute", *keys: str) -> DataFrame:
-    """Latency percentiles per ``window`` bucket of request time (and per ``keys``)."""
-    return (answered(exchanges)
-            .groupBy(F.window("request_ts", window).alias("w"), *keys)
-            .agg(*_stats())
+def over_time(rows: DataFrame, window: str = "1 minute") -> DataFrame:
+    """Per window of request time and api."""
+    return (rows.groupBy(F.window("request_ts", window).alias("w"), "api_name").agg(*stats())
             .select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
-                    *keys, "count", "p50_ms", "p95_ms", "p99_ms", "max_ms"))
+                    "api_name", *STATS))
 
 
-def p99_spikes(windows: DataFrame, factor: float = 3.0, min_count: int = 1, *keys: str) -> DataFrame:
-    """Windows of :func:`over_time` whose p99 is at least ``factor`` times the median window p99.
+def histogram(rows: DataFrame) -> DataFrame:
+    """Per api, counts in log-spaced buckets (four per decade): the distribution chart's data."""
+    index = F.floor(F.log10(F.greatest(F.col("latency_ms"), F.lit(FLOOR_MS))) * BUCKETS_PER_DECADE)
+    return (rows.groupBy("api_name", index.alias("i")).agg(F.count(F.lit(1)).alias("count"))
+            .select("api_name",
+                    F.round(F.pow(F.lit(10.0), F.col("i") / BUCKETS_PER_DECADE), 6).alias("bucket_low_ms"),
+                    F.round(F.pow(F.lit(10.0), (F.col("i") + 1) / BUCKETS_PER_DECADE), 6).alias("bucket_high_ms"),
+                    "count"))
 
-    The baseline is the median over all windows (per ``keys``), so one bad
-    minute stands out against a capture's ordinary ones; ``min_count`` keeps a
-    window holding a single slow request from counting as a spike.
+
+def spikes(windows: DataFrame, factor: float = 3.0, min_count: int = 5) -> DataFrame:
+    """Windows of :func:`over_time` whose p99 is at least ``factor`` times the api's median window p99.
+
+    ``min_count`` keeps a window holding one slow request from counting as a spike.
     """
-    baseline = windows.groupBy(*keys).agg(
+    baseline = windows.groupBy("api_name").agg(
         F.percentile_approx("p99_ms", 0.5, ACCURACY).alias("baseline_p99_ms"))
-    joined = windows.join(baseline, list(keys)) if keys else windows.crossJoin(baseline)
-    return (joined
+    return (windows.join(baseline, "api_name")
             .withColumn("ratio", F.col("p99_ms") / F.col("baseline_p99_ms"))
-            .where((F.col("count") >= min_count) & (F.col("p99_ms") >= F.col("baseline_p99_ms") * factor)))
+            .where((F.col("count") >= min_count) & (F.col("p99_ms") >= F.col("baseline_p99_ms") * factor))
+            .select("window_start", "window_end", "api_name", "count", "p99_ms", "baseline_p99_ms", "ratio"))
 
 
-def results(spark: SparkSession, path: str, args: argparse.Namespace) -> report.Results:
-    ex = answered(dataset.read_exchanges(spark, path)).cache()
-    parts = dataset.read_partitions(spark, path)
-    windows = over_time(ex, args.window).cache()
-    worst = F.col("p99_ms").desc()
+def size_bucket() -> tuple[Column, Column]:
+    """(label, lower bound in bytes) of a Produce request's size bucket."""
+    label: Column = F.lit(SIZE_BUCKETS[0][1])
+    low: Column = F.lit(0)
+    for bound, name in SIZE_BUCKETS[1:]:
+        label = F.when(F.col("request_bytes") >= bound, F.lit(name)).otherwise(label)
+        low = F.when(F.col("request_bytes") >= bound, F.lit(bound)).otherwise(low)
+    return label, low
+
+
+def by_size(rows: DataFrame) -> DataFrame:
+    """Produce latency per request size bucket: do big batches wait longer?"""
+    label, low = size_bucket()
+    return (rows.where(F.col("api_key") == frames.PRODUCE)
+            .groupBy(label.alias("size_bucket"), low.cast("long").alias("size_low_bytes")).agg(*stats()))
+
+
+def idle_fetches(classified_exchanges: DataFrame) -> DataFrame:
+    """Per consumer and broker: Fetch long-polls that returned nothing, and how long they waited."""
+    return (classified_exchanges.where(F.col("idle"))
+            .groupBy("client_id", frames.broker().alias("broker"))
+            .agg(F.count(F.lit(1)).alias("count"), F.avg("latency_ms").alias("mean_ms"),
+                 F.max("max_wait_ms").alias("max_wait_ms")))
+
+
+def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
+    rows = classified(ds.exchanges, ds.partitions, opts.idle_fraction).drop("request", "response").cache()
+    busy = timed(rows)
+    windows = over_time(busy, opts.window).cache()
+    worst = F.col("p99_ms").desc_nulls_last()
     return {
-        "by_api": by_api(ex).orderBy(worst),
-        "by_client": by_client(ex).orderBy(worst),
-        "by_broker": by_broker(ex).orderBy(worst),
-        "by_topic": by_topic(ex, parts).orderBy(worst),
-        "over_time": windows.orderBy("window_start"),
-        "p99_spikes": p99_spikes(windows, 3.0, 5).orderBy(F.col("ratio").desc()),
+        "latency_by_api": by_api(busy).orderBy(worst, "api_name"),
+        "latency_by_client": by_client(busy).orderBy(worst),
+        "latency_by_broker": by_broker(busy).orderBy(worst),
+        "latency_by_topic": by_topic(busy, ds.partitions).orderBy(worst),
+        "latency_over_time": windows.orderBy("window_start", "api_name"),
+        "latency_histogram": histogram(busy).orderBy("api_name", "bucket_low_ms"),
+        "latency_spikes": spikes(windows, opts.spike_factor, opts.spike_min_count).orderBy(F.col("ratio").desc()),
+        "latency_by_size": by_size(busy).orderBy("size_low_bytes"),
+        "idle_fetches": idle_fetches(rows).orderBy(F.col("count").desc()),
     }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return report.run("latency", results, argv)
+    return runner.run_job("latency", tables, argv)
 
 
 if __name__ == "__main__":

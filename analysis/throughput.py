@@ -1,93 +1,119 @@
-"""Throughput over time windows: requests/s and bytes/s per api; records/s and bytes/s per
-topic-partition for Produce (records sent) and Fetch (records returned).
+"""Throughput: records and bytes produced and fetched per topic-partition, over time, and top clients.
+
+``produced_records``/``produced_bytes`` count the record data of Produce
+requests whose partition the broker accepted (error NONE in its response), plus
+acks=0 requests, which get no response and which the producer counts as sent
+(``acks0_records`` says how many of them). A partition the broker rejected, or
+whose response was not captured, is not counted. ``fetched_records``/
+``fetched_bytes`` count the record data carried by Fetch responses (a consumer
+re-reading data counts again). ``requests_per_s`` is over the whole span.
+
+Tables: ``throughput_by_topic``, ``throughput_over_time``, ``top_clients``.
 
 Usage::
 
-    python -m analysis throughput DATASET [--master local[*]] [--window '1 second'] [--out DIR]
+    python -m analysis throughput DATASET... [--master local[*]] [--window '1 second'] [--out DIR]
     PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/throughput.py DATASET [--window '1 second']
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analysis import dataset, report
+from analysis import frames, runner
+from analysis.dataset import Dataset
+from analysis.options import Options
 
-PRODUCE, FETCH = 0, 1
-
-
-def _seconds() -> Column:
-    # Window length from the bucket itself, so any interval string works.
-    return F.col("w.end").cast("long") - F.col("w.start").cast("long")
-
-
-def requests_over_time(exchanges: DataFrame, window: str = "1 minute") -> DataFrame:
-    """Per window and api: requests, bytes each way, and their per-second rates.
-
-    An exchange counts in the window of its request (of its response when the
-    request was not captured).
-    """
-    ts = F.coalesce("request_ts", "response_ts")
-    return (exchanges
-            .groupBy(F.window(ts, window).alias("w"), "api_name")
-            .agg(F.count(F.lit(1)).alias("requests"),
-                 F.coalesce(F.sum("request_bytes"), F.lit(0)).alias("request_bytes"),
-                 F.coalesce(F.sum("response_bytes"), F.lit(0)).alias("response_bytes"))
-            .select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"), "api_name",
-                    "requests", "request_bytes", "response_bytes",
-                    (F.col("requests") / _seconds()).alias("requests_per_s"),
-                    (F.col("request_bytes") / _seconds()).alias("request_bytes_per_s"),
-                    (F.col("response_bytes") / _seconds()).alias("response_bytes_per_s")))
+PARTITION = ["capture", "connection", "correlation_id", "topic", "partition"]
+FLOWS = ["topic", "partition", "ts", "client_id", "produced_records", "produced_bytes", "acks0_records",
+         "fetched_records", "fetched_bytes", "exchange"]
 
 
-def data_partitions(partitions: DataFrame) -> DataFrame:
-    """Partition rows that carry records: Produce requests and Fetch responses."""
-    return partitions.where(
-        ((F.col("api_key") == PRODUCE) & (F.col("direction") == "request"))
-        | ((F.col("api_key") == FETCH) & (F.col("direction") == "response")))
+def produced(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Produce request partition entries the broker accepted (or acks=0), with records and bytes."""
+    req = (partitions.where((F.col("api_key") == frames.PRODUCE) & (F.col("direction") == "request"))
+           .select(*frames.KEYS, frames.topic().alias("topic"), "partition", "ts", "record_count", "bytes"))
+    resp = (partitions.where((F.col("api_key") == frames.PRODUCE) & (F.col("direction") == "response"))
+            .select(*frames.KEYS, frames.topic().alias("topic"), "partition", F.col("error_code").alias("answer")))
+    ctx = frames.context(exchanges).select(*frames.KEYS, "client_id", "status")
+    joined = req.join(resp, PARTITION, "left").join(ctx, frames.KEYS, "left")
+    acks0 = F.col("status") == "no_response_expected"
+    return (joined.where((F.col("answer") == 0) | acks0)
+            .withColumn("acks0", acks0))
 
 
-def topic_over_time(partitions: DataFrame, window: str = "1 minute") -> DataFrame:
-    """Per window, api (Produce/Fetch), topic and partition: records, batches, bytes, and rates."""
-    return (data_partitions(partitions)
-            .withColumn("topic", F.coalesce("topic", "topic_id"))
-            .groupBy(F.window("ts", window).alias("w"), "api_name", "topic", "partition")
-            .agg(F.coalesce(F.sum("record_count"), F.lit(0)).alias("records"),
-                 F.coalesce(F.sum("batch_count"), F.lit(0)).alias("batches"),
-                 F.coalesce(F.sum("bytes"), F.lit(0)).alias("bytes"))
-            .select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
-                    "api_name", "topic", "partition", "records", "batches", "bytes",
-                    (F.col("records") / _seconds()).alias("records_per_s"),
-                    (F.col("bytes") / _seconds()).alias("bytes_per_s")))
+def flows(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
+    """One row per produced or fetched partition entry, in the shape the aggregates share."""
+    zero = F.lit(0).cast("long")
+    prod = produced(exchanges, partitions).select(
+        "topic", "partition", "ts", "client_id",
+        F.coalesce("record_count", zero).alias("produced_records"), F.coalesce("bytes", zero).alias("produced_bytes"),
+        F.when(F.col("acks0"), F.coalesce("record_count", zero)).otherwise(zero).alias("acks0_records"),
+        zero.alias("fetched_records"), zero.alias("fetched_bytes"),
+        F.concat_ws("/", *frames.KEYS).alias("exchange"))
+    ctx = frames.context(exchanges).select(*frames.KEYS, "client_id")
+    fetch = (partitions.where((F.col("api_key") == frames.FETCH) & (F.col("direction") == "response"))
+             .join(ctx, frames.KEYS, "left")
+             .select(frames.topic().alias("topic"), "partition", "ts", "client_id",
+                     zero.alias("produced_records"), zero.alias("produced_bytes"), zero.alias("acks0_records"),
+                     F.coalesce("record_count", zero).alias("fetched_records"),
+                     F.coalesce("bytes", zero).alias("fetched_bytes"),
+                     F.concat_ws("/", *frames.KEYS).alias("exchange")))
+    return prod.select(*FLOWS).unionByName(fetch.select(*FLOWS))
 
 
-def topic_totals(windows: DataFrame) -> DataFrame:
-    """Per api, topic and partition over the capture: totals, active windows and the peak window's rates."""
-    return (windows.groupBy("api_name", "topic", "partition")
-            .agg(F.sum("records").alias("records"), F.sum("bytes").alias("bytes"),
-                 F.count(F.lit(1)).alias("active_windows"),
-                 F.max("records_per_s").alias("peak_records_per_s"),
-                 F.max("bytes_per_s").alias("peak_bytes_per_s")))
+def _sums() -> list:
+    return [F.sum("produced_records").alias("produced_records"), F.sum("produced_bytes").alias("produced_bytes"),
+            F.sum("acks0_records").alias("acks0_records"),
+            F.sum("fetched_records").alias("fetched_records"), F.sum("fetched_bytes").alias("fetched_bytes"),
+            F.countDistinct("exchange").alias("requests")]
 
 
-def results(spark: SparkSession, path: str, args: argparse.Namespace) -> report.Results:
-    ex = dataset.read_exchanges(spark, path)
-    parts = dataset.read_partitions(spark, path)
-    windows = topic_over_time(parts, args.window).cache()
+def by_topic(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Per topic-partition over the whole capture; ``requests_per_s`` over the capture's span."""
+    span = exchanges.agg(F.greatest(frames.millis_between(F.min(frames.exchange_ts()), F.max(frames.exchange_ts()))
+                                    / 1000.0, F.lit(1e-3)).alias("span_s"))
+    return (flows(exchanges, partitions).groupBy("topic", "partition").agg(*_sums())
+            .crossJoin(span)
+            .withColumn("requests_per_s", F.col("requests") / F.col("span_s")).drop("span_s"))
+
+
+def over_time(exchanges: DataFrame, partitions: DataFrame, window: str = "1 minute") -> DataFrame:
+    return (flows(exchanges, partitions).groupBy(F.window("ts", window).alias("w"), "topic").agg(*_sums())
+            .select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"), "topic",
+                    "produced_records", "produced_bytes", "fetched_records", "fetched_bytes", "requests"))
+
+
+def top_clients(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Per client id: bytes and records produced and fetched, and all its requests."""
+    data = (flows(exchanges, partitions).groupBy("client_id")
+            .agg(F.sum("produced_records").alias("produced_records"), F.sum("produced_bytes").alias("produced_bytes"),
+                 F.sum("fetched_records").alias("fetched_records"), F.sum("fetched_bytes").alias("fetched_bytes")))
+    requests = exchanges.where(F.col("request_ts").isNotNull()).groupBy("client_id").agg(
+        F.count(F.lit(1)).alias("requests"))
+    zero = F.lit(0).cast("long")
+    return (requests.join(data, "client_id", "full")
+            .select("client_id", *[F.coalesce(c, zero).alias(c) for c in
+                                   ("produced_bytes", "fetched_bytes", "produced_records", "fetched_records",
+                                    "requests")]))
+
+
+def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
+    ex = ds.exchanges.drop("request", "response")
+    most = (F.col("produced_bytes") + F.col("fetched_bytes")).desc()
     return {
-        "requests_over_time": requests_over_time(ex, args.window).orderBy("window_start", "api_name"),
-        "topic_over_time": windows.orderBy("window_start", "api_name", "topic", "partition"),
-        "topic_totals": topic_totals(windows).orderBy(F.col("records").desc()),
+        "throughput_by_topic": by_topic(ex, ds.partitions).orderBy(most, "topic", "partition"),
+        "throughput_over_time": over_time(ex, ds.partitions, opts.window).orderBy("window_start", "topic"),
+        "top_clients": top_clients(ex, ds.partitions).orderBy(most, F.col("requests").desc()),
     }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return report.run("throughput", results, argv)
+    return runner.run_job("throughput", tables, argv)
 
 
 if __name__ == "__main__":

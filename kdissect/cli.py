@@ -25,6 +25,7 @@ Start here:
   kdissect decode traffic.pcap -o out/        capture file(s) -> Parquet dataset
   kdissect show traffic.pcap --api Produce    one line per Kafka message, like tshark
   kdissect live -i eth0 -o out/ --rotate 60   sniff an interface into the dataset
+  kdissect analyze out/ --report report.html  Spark analysis of the dataset, with a report
   kdissect protocol                           which api keys and versions are decoded
 
 Run 'kdissect COMMAND --help' for each command's options.
@@ -191,6 +192,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ports", metavar="LIST", help="Kafka ports (default: detect)")
     _tls_keylog(p)
 
+    from analysis import cli as analysis_cli  # argument definitions only: Spark loads when the command runs
+    p = sub.add_parser("analyze", help="run the Spark analysis over datasets: tables, JSON, HTML report",
+                       description=analysis_cli.HELP, formatter_class=fmt)
+    analysis_cli.add_arguments(p)
+
     sub.add_parser("protocol", help="list the api keys and versions the dissector decodes")
     return parser
 
@@ -287,7 +293,17 @@ def _protocol(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"decode": _decode, "show": _show, "live": _live, "compare": _compare, "protocol": _protocol}
+def _analyze(args: argparse.Namespace) -> int:
+    from analysis.cli import run
+    from analysis.exceptions import AnalysisError
+    try:
+        return run(args)
+    except AnalysisError as exc:
+        raise KdissectError(str(exc)) from None
+
+
+COMMANDS = {"decode": _decode, "show": _show, "live": _live, "compare": _compare, "analyze": _analyze,
+            "protocol": _protocol}
 
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -34,6 +35,34 @@ def spark():
 
 
 def table(spark: SparkSession, name: str, rows: list[dict]) -> DataFrame:
-    """A DataFrame with the dataset's schema for ``name``; columns a row leaves out are null."""
+    """A DataFrame with the dataset's schema for ``name``; columns a row leaves out are null.
+
+    ``request``/``response`` given as dicts are written as the JSON text the dataset holds.
+    """
     schema = dataset.SCHEMAS[name]
-    return spark.createDataFrame([tuple(r.get(f.name) for f in schema.fields) for r in rows], schema)
+
+    def cell(row: dict, field: str):
+        value = row.get(field)
+        return json.dumps(value) if field in ("request", "response") and isinstance(value, dict) else value
+
+    return spark.createDataFrame([tuple(cell(r, f.name) for f in schema.fields) for r in rows], schema)
+
+
+def exchange(cid: int, api: str, *, api_key: int, t: float = 0.0, latency: float | None = 1.0, client="c1",
+             conn="k1", broker=("10.0.0.9", 9092), status="ok", error=0, error_name=None, version=1,
+             request=None, response=None, capture="cap") -> dict:
+    """An exchanges row: request at ``t`` seconds, response ``latency`` ms later (None: no response)."""
+    return {"capture": capture, "connection": conn, "correlation_id": cid, "api_key": api_key, "api_name": api,
+            "api_version": version, "client_id": client, "broker_ip": broker[0], "broker_port": broker[1],
+            "request_ts": at(t), "response_ts": None if latency is None else at(t + latency / 1000),
+            "latency_ms": latency, "status": status,
+            "error_code": None if latency is None else error,
+            "error_name": None if latency is None else (error_name or ("NONE" if error == 0 else f"E{error}")),
+            "request": request, "response": response, "inferred": False, "request_bytes": 100}
+
+
+def part(cid: int, api: str, api_key: int, direction: str, topic: str, partition: int, *, t: float = 0.0,
+         conn="k1", capture="cap", **cols) -> dict:
+    """A partitions row."""
+    return {"capture": capture, "connection": conn, "correlation_id": cid, "api_key": api_key, "api_name": api,
+            "direction": direction, "ts": at(t), "topic": topic, "partition": partition, **cols}

@@ -1,6 +1,7 @@
+"""Reading datasets, and the command line's answers to bad input (no Spark needed for those)."""
+
 from __future__ import annotations
 
-import datetime as dt
 import io
 import subprocess
 import sys
@@ -9,98 +10,124 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyspark.testing import assertDataFrameEqual
 
-from analysis import dataset, errors, report
+from analysis import dataset, runner, session
+from analysis.exceptions import DatasetError
 from tests.analysis.conftest import at
 
-pytestmark = pytest.mark.slow
-
 REPO = Path(__file__).resolve().parents[2]
-US = 1_000_000
+SAMPLE = REPO / "samples" / "tansu-admin-errors.pcap"
 
 
-def _us(seconds: float) -> int:
-    return int(at(seconds).timestamp() * US)
+@pytest.fixture(scope="module")
+def decoded(tmp_path_factory) -> Path:
+    import kdissect
+    out = tmp_path_factory.mktemp("ds") / "admin"
+    kdissect.write_dataset([str(SAMPLE)], out)
+    return out
 
 
-def write_dataset(root: Path) -> Path:
-    """A two-exchange dataset as a writer might lay it out: narrow ints, UTC µs timestamps."""
-    (root / "exchanges").mkdir(parents=True)
-    (root / "partitions").mkdir()
-    pq.write_table(pa.table({
-        "capture": ["a.pcap", "a.pcap"], "connection": ["1", "1"],
-        "api_key": pa.array([0, 18], pa.int16()), "api_name": ["Produce", "ApiVersions"],
-        "api_version": pa.array([9, 3], pa.int16()), "correlation_id": pa.array([5, 1], pa.int32()),
-        "client_id": ["app", "app"], "client_ip": ["10.0.0.1", "10.0.0.1"],
-        "broker_ip": ["10.0.0.9", "10.0.0.9"], "broker_port": pa.array([9092, 9092], pa.uint16()),
-        "request_ts": pa.array([_us(1), _us(0)], pa.timestamp("us", tz="UTC")),
-        "response_ts": pa.array([_us(1.004), _us(0.001)], pa.timestamp("us", tz="UTC")),
-        "latency_ms": [4.0, 1.0], "request_bytes": pa.array([120, 30], pa.int32()),
-        "error_code": pa.array([6, 0], pa.int16()), "error_name": ["NOT_LEADER_OR_FOLLOWER", "NONE"],
-        "status": ["ok", "ok"], "inferred": [False, False],
-    }), root / "exchanges" / "part-0.parquet")
-    pq.write_table(pa.table({
-        "capture": ["a.pcap"], "connection": ["1"], "correlation_id": pa.array([5], pa.int32()),
-        "api_key": pa.array([0], pa.int16()), "api_name": ["Produce"], "direction": ["request"],
-        "ts": pa.array([_us(1)], pa.timestamp("us", tz="UTC")), "topic": ["orders"],
-        "partition": pa.array([0], pa.int32()), "record_count": pa.array([3], pa.int32()),
-    }), root / "partitions" / "part-0.parquet")
-    return root
+def analyze(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kdissect", "analyze", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, check=False)
 
 
-def test_read_widens_narrow_columns_and_fills_missing_ones(spark, tmp_path):
-    root = write_dataset(tmp_path / "ds")
-    ex = dataset.read_exchanges(spark, str(root))
-    assert ex.schema == dataset.EXCHANGES
-    assertDataFrameEqual(
-        ex.select("api_key", "api_version", "broker_port", "request_ts", "request_bytes", "throttle_ms"),
-        spark.createDataFrame([(0, 9, 9092, at(1), 120, None), (18, 3, 9092, at(0), 30, None)],
-                              "api_key int, api_version int, broker_port int, request_ts timestamp, "
-                              "request_bytes long, throttle_ms int"))
-    # records/ and anomalies/ were not written: empty, with their schema
-    records = dataset.read_records(spark, str(root))
-    assert records.schema == dataset.RECORDS and records.count() == 0
-    # a required table missing is an error, not an empty result that looks like a quiet capture
-    with pytest.raises(FileNotFoundError, match="anomalies: no such directory"):
-        dataset.read_anomalies(spark, str(root))
+def one_line_failure(proc: subprocess.CompletedProcess, text: str) -> None:
+    assert proc.returncode == 1 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert text in proc.stderr, proc.stderr
 
 
-def test_format_table_aligns_and_marks_nulls(spark):
-    df = spark.createDataFrame([("Produce", 2, 3.14159, dt.datetime(2024, 5, 1, 12, 0, 0, 500000)),
-                                ("Fetch", 10, None, None)],
-                               "api_name string, count long, p99_ms double, ts timestamp")
-    assert report.format_table(df, limit=1).splitlines() == [
-        "api_name  count  p99_ms  ts",
-        "--------  -----  ------  ---------------------",
-        "Produce       2    3.14  2024-05-01 12:00:00.5",
-        "... (first 1 rows)",
-    ]
+def test_not_a_directory_not_a_dataset_and_empty_are_one_line(tmp_path):
+    one_line_failure(analyze(str(tmp_path / "nope")), "nope: no such directory")
+    (tmp_path / "random").mkdir()
+    one_line_failure(analyze(str(tmp_path / "random")), "not a kdissect dataset (no exchanges/, partitions/, "
+                                                        "anomalies/)")
+    import kdissect
+    empty = tmp_path / "empty"
+    for table in ("exchanges", "partitions", "anomalies"):
+        (empty / table).mkdir(parents=True)
+        pq.write_table(kdissect.SCHEMAS[table].empty_table(), empty / table / "x.parquet")
+    one_line_failure(analyze(str(empty)), "empty dataset (no exchanges)")
 
 
-def test_job_main_prints_tables_and_writes_csv(spark, tmp_path):
-    root = write_dataset(tmp_path / "ds")
-    out, printed = tmp_path / "out", io.StringIO()
-    # The shared session stands in for the one main() would build (and stop).
-    assert report.run("errors", errors.results, [str(root), "--out", str(out), "--format", "csv"],
-                      printed, spark) == 0
-    lines = printed.getvalue().splitlines()
-    at_api = lines.index("== errors: by_api")
-    assert lines[at_api + 1].split() == ["api_name", "error_code", "error_name", "count"]
-    assert lines[at_api + 3].split() == ["Produce", "6", "NOT_LEADER_OR_FOLLOWER", "1"]
-    csv = next((out / "error_rate_by_api").glob("part-*.csv")).read_text().splitlines()
-    assert csv[0] == "api_name,responses,errors,error_rate"
-    assert sorted(csv[1:]) == ["ApiVersions,1,0,0.0", "Produce,1,1,1.0"]
+def test_a_dataset_from_an_older_kdissect_missing_a_column_is_one_line(decoded, tmp_path):
+    old = tmp_path / "old"
+    for table in ("exchanges", "partitions", "anomalies"):
+        (old / table).mkdir(parents=True)
+        for f in (decoded / table).glob("*.parquet"):
+            t = pq.read_table(f)
+            pq.write_table(t.drop_columns(["offset"]) if table == "partitions" else t, old / table / f.name)
+    one_line_failure(analyze(str(old)), "no column offset: written by an older kdissect")
+
+
+def test_a_file_that_is_not_parquet_is_one_line(decoded, tmp_path):
+    with pytest.raises(DatasetError, match="not a readable Parquet file"):
+        bad = tmp_path / "bad"
+        for table in ("exchanges", "partitions", "anomalies"):
+            (bad / table).mkdir(parents=True)
+        (bad / "exchanges" / "x.parquet").write_bytes(b"not parquet at all")
+        dataset.check_paths([str(bad)])
+
+
+def test_java_missing_or_too_old_is_one_line(tmp_path, monkeypatch):
+    assert session.java_major('openjdk version "17.0.15" 2025-04-15') == 17
+    assert session.java_major('java version "1.8.0_392"') == 8
+    old = tmp_path / "jdk8" / "bin"
+    old.mkdir(parents=True)
+    (old / "java").write_text('#!/bin/sh\necho \'java version "1.8.0_392"\' >&2\n')
+    (old / "java").chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk8"))
+    with pytest.raises(Exception, match="Spark needs Java 17 or newer, found Java 8"):
+        session.check_java()
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "none"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(Exception, match="none was found: install a Java runtime"):
+        session.check_java()
 
 
 def test_module_entry_rejects_an_unknown_job_without_starting_spark():
     proc = subprocess.run([sys.executable, "-m", "analysis", "nosuchjob", "ds"], cwd=REPO,
                           capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 2 and "usage: python -m analysis {latency,errors,throughput,versions}" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.startswith("usage: python -m analysis {inventory,latency,")
 
 
-def test_job_on_a_missing_dataset_is_one_line_and_exit_1(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "analysis", "latency", str(tmp_path / "nope")], cwd=REPO,
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert (proc.returncode, proc.stdout) == (1, "")
-    assert proc.stderr == f"analysis latency: {tmp_path / 'nope'}: no such directory (expected kdissect decode's output)\n"
+def test_format_table_aligns_cuts_and_marks_nulls():
+    table = pa.table({"api_name": ["Produce", "Fetch"], "count": [2, 10], "p99_ms": [3.14159, None],
+                      "ts": pa.array([at(0.5), None], pa.timestamp("us", tz="UTC"))})
+    assert runner.format_table(table, limit=1).splitlines() == [
+        "api_name  count  p99_ms  ts",
+        "--------  -----  ------  -----------------------",
+        "Produce       2    3.14  2024-05-01 12:00:00.500",
+        "... 1 more rows",
+    ]
+
+
+def test_json_rows_are_plain_values_with_iso_utc_times():
+    table = pa.table({"ts": pa.array([at(1.25)], pa.timestamp("us", tz="UTC")), "xs": [["a", "b"]],
+                      "v": [float("nan")]})
+    assert runner.rows(table) == [{"ts": "2024-05-01T12:00:01.250000Z", "xs": ["a", "b"], "v": None}]
+
+
+@pytest.mark.slow
+def test_load_reads_several_datasets_cut_to_a_time_range(spark, decoded, tmp_path):
+    import pyarrow.compute as pc
+    ex = pq.read_table(decoded / "exchanges")
+    times = sorted(pc.coalesce(ex["request_ts"], ex["response_ts"]).to_pylist())
+    mid = times[len(times) // 2]
+    ds = dataset.load(spark, [str(decoded), str(decoded)])
+    assert ds.exchanges.count() == 2 * len(times)
+    assert ds.records.count() == 0          # --records not asked: an empty table, not an error
+    cut = dataset.load(spark, [str(decoded)], since=mid, until=times[-1])
+    assert cut.exchanges.count() == sum(mid <= t < times[-1] for t in times) > 0
+
+
+@pytest.mark.slow
+def test_python_m_analysis_job_prints_and_writes_csv(spark, decoded, tmp_path):
+    from analysis import errors
+    printed = io.StringIO()
+    assert runner.run_job("errors", errors.tables, [str(decoded), "--out", str(tmp_path / "o"), "--format", "csv"],
+                          printed, spark) == 0
+    assert "== errors: errors" in printed.getvalue() and "TOPIC_ALREADY_EXISTS" in printed.getvalue()
+    csv = (tmp_path / "o" / "errors.csv").read_text().splitlines()
+    assert csv[0].startswith('"api_name","error_name"') and any("TOPIC_ALREADY_EXISTS" in line for line in csv)

@@ -1,91 +1,93 @@
 from __future__ import annotations
 
 import pytest
-from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType, TimestampType
 from pyspark.testing import assertDataFrameEqual
 
 from analysis import latency
-from tests.analysis.conftest import at, table
+from tests.analysis.conftest import at, exchange, part, table
 
 pytestmark = pytest.mark.slow
 
-STATS = [StructField("count", LongType(), False), StructField("p50_ms", DoubleType()),
-         StructField("p95_ms", DoubleType()), StructField("p99_ms", DoubleType()),
-         StructField("max_ms", DoubleType())]
+STATS = "count long, mean_ms double, p50_ms double, p90_ms double, p99_ms double, p999_ms double, max_ms double"
 
 
-def ex(cid, api, lat, *, client="c1", broker=("10.0.0.9", 9092), t=0.0, status="ok", conn="k1"):
-    return {"capture": "cap", "connection": conn, "correlation_id": cid, "api_key": {"Produce": 0, "Fetch": 1}[api],
-            "api_name": api, "client_id": client, "broker_ip": broker[0], "broker_port": broker[1],
-            "request_ts": at(t), "response_ts": None if lat is None else at(t + lat / 1000),
-            "latency_ms": lat, "status": status}
+def produce(cid, lat, t=0.0, **kw):
+    return exchange(cid, "Produce", api_key=0, latency=lat, t=t, version=9, **kw)
+
+
+def fetch(cid, lat, t=0.0, max_wait=500, **kw):
+    return exchange(cid, "Fetch", api_key=1, latency=lat, t=t, version=12, client="c2",
+                    request={"max_wait_ms": max_wait, "topics": []}, **kw)
 
 
 @pytest.fixture(scope="module")
-def exchanges(spark):
-    rows = [ex(i + 1, "Produce", lat, t=i) for i, lat in enumerate([4.0, 1.0, 100.0, 3.0, 2.0])]
-    rows += [ex(10, "Fetch", 10.0, client="c2", broker=("10.0.0.8", 9093), t=70),
-             ex(11, "Fetch", 20.0, client="c2", t=71),
-             ex(12, "Fetch", None, client="c2", t=72, status="no_response")]
-    return table(spark, "exchanges", rows)
+def rows(spark):
+    ex = [produce(i + 1, lat, t=i) for i, lat in enumerate([4.0, 1.0, 100.0, 3.0, 2.0])]
+    ex += [produce(6, None, t=5, status="no_response_expected"),   # acks=0: no latency at all
+           fetch(10, 499.0, t=70),                                   # empty and waited 499/500 ms: idle
+           fetch(11, 480.0, t=71, broker=("10.0.0.8", 9093)),        # 480 >= 0.9 * 500: idle too
+           fetch(12, 499.0, t=72),                                   # carried a record: real work
+           fetch(13, 20.0, t=73)]                                    # empty but answered fast: counts
+    parts = [part(12, "Fetch", 1, "response", "t", 0, t=72.5, record_count=1),
+             part(13, "Fetch", 1, "response", "t", 0, t=73, record_count=0),
+             part(3, "Produce", 0, "request", "a", 0), part(3, "Produce", 0, "request", "a", 1),
+             part(3, "Produce", 0, "request", "b", 0), part(1, "Produce", 0, "request", "a", 0)]
+    parts_df = table(spark, "partitions", parts)
+    return latency.classified(table(spark, "exchanges", ex), parts_df), parts_df
 
 
-def stats_schema(*keys):
-    return StructType([StructField(k, StringType()) for k in keys] + STATS)
+def test_percentiles_are_observed_values_and_idle_fetches_are_left_out(spark, rows):
+    classified, _ = rows
+    # Produce: sorted 1,2,3,4,100 -> p50 is the 3rd value, p90/p99/p99.9 the 5th; mean 110/5.
+    assertDataFrameEqual(latency.by_api(latency.timed(classified)), spark.createDataFrame(
+        [("Produce", 9, 5, 22.0, 3.0, 100.0, 100.0, 100.0, 100.0),
+         ("Fetch", 12, 2, 259.5, 20.0, 499.0, 499.0, 499.0, 499.0)],
+        f"api_name string, api_version int, {STATS}"))
 
 
-def test_by_api_takes_observed_percentiles_and_skips_unanswered(spark, exchanges):
-    expected = spark.createDataFrame(
-        [("Produce", 5, 3.0, 100.0, 100.0, 100.0), ("Fetch", 2, 10.0, 20.0, 20.0, 20.0)],
-        stats_schema("api_name"))
-    assertDataFrameEqual(latency.by_api(exchanges), expected)
+def test_idle_fetches_are_counted_apart_per_client_and_broker(spark, rows):
+    classified, _ = rows
+    assertDataFrameEqual(latency.idle_fetches(classified), spark.createDataFrame(
+        [("c2", "10.0.0.9:9092", 1, 499.0, 500.0), ("c2", "10.0.0.8:9093", 1, 480.0, 500.0)],
+        "client_id string, broker string, count long, mean_ms double, max_wait_ms double"))
 
 
-def test_by_client_and_by_broker(spark, exchanges):
-    assertDataFrameEqual(latency.by_client(exchanges), spark.createDataFrame(
-        [("c1", 5, 3.0, 100.0, 100.0, 100.0), ("c2", 2, 10.0, 20.0, 20.0, 20.0)], stats_schema("client_id")))
-    assertDataFrameEqual(latency.by_broker(exchanges), spark.createDataFrame(
-        [("10.0.0.9:9092", 6, 3.0, 100.0, 100.0, 100.0), ("10.0.0.8:9093", 1, 10.0, 10.0, 10.0, 10.0)],
-        stats_schema("broker")))
+def test_by_client_broker_and_topic(spark, rows):
+    classified, parts = rows
+    busy = latency.timed(classified)
+    assertDataFrameEqual(latency.by_client(busy).select("client_id", "count", "p50_ms"), spark.createDataFrame(
+        [("c1", 5, 3.0), ("c2", 2, 20.0)], "client_id string, count long, p50_ms double"))
+    assertDataFrameEqual(latency.by_broker(busy).select("broker", "count"), spark.createDataFrame(
+        [("10.0.0.9:9092", 7)], "broker string, count long"))
+    # correlation 3 (100 ms) wrote two partitions of "a" and one of "b": counted once per topic.
+    assertDataFrameEqual(latency.by_topic(busy, parts).select("api_name", "topic", "count", "max_ms"),
+                         spark.createDataFrame([("Produce", "a", 2, 100.0), ("Produce", "b", 1, 100.0),
+                                                ("Fetch", "t", 2, 499.0)],
+                                               "api_name string, topic string, count long, max_ms double"))
 
 
-def test_by_topic_counts_an_exchange_once_per_topic(spark, exchanges):
-    def part(cid, topic, direction, partition=0, topic_id=None):
-        return {"capture": "cap", "connection": "k1", "correlation_id": cid, "direction": direction,
-                "topic": topic, "topic_id": topic_id, "partition": partition}
-    parts = table(spark, "partitions", [
-        # correlation 3 (100 ms) writes two partitions of "a" and one of "b": once each topic.
-        part(3, "a", "request"), part(3, "a", "request", 1), part(3, "b", "request"),
-        part(3, "a", "response"), part(3, "a", "response", 1), part(3, "b", "response"),
-        part(1, "a", "request"),
-        # Fetch v13 without a Metadata response: topic known by id only.
-        part(11, None, "response", topic_id="9f2c"),
-        # same correlation id on another connection must not join
-        {**part(2, "a", "request"), "connection": "k2"},
-    ])
-    expected = spark.createDataFrame(
-        [("Produce", "a", 2, 4.0, 100.0, 100.0, 100.0), ("Produce", "b", 1, 100.0, 100.0, 100.0, 100.0),
-         ("Fetch", "9f2c", 1, 20.0, 20.0, 20.0, 20.0)],
-        stats_schema("api_name", "topic"))
-    assertDataFrameEqual(latency.by_topic(exchanges, parts), expected)
+def test_over_time_histogram_and_size_buckets(spark, rows):
+    classified, _ = rows
+    busy = latency.timed(classified)
+    assertDataFrameEqual(latency.over_time(busy, "1 minute").select("window_start", "api_name", "count", "p50_ms"),
+                         spark.createDataFrame([(at(0), "Produce", 5, 3.0), (at(60), "Fetch", 2, 20.0)],
+                                               "window_start timestamp, api_name string, count long, p50_ms double"))
+    # Four buckets per decade: 1 ms falls in [1, 10^0.25), 100 ms in [100, 10^2.25), 20 ms in [10^1.25, 10^1.5).
+    assertDataFrameEqual(latency.histogram(busy).select("api_name", "bucket_low_ms", "count"), spark.createDataFrame(
+        [("Produce", 1.0, 1), ("Produce", 1.778279, 2), ("Produce", 3.162278, 1), ("Produce", 100.0, 1),
+         ("Fetch", 17.782794, 1), ("Fetch", 316.227766, 1)], "api_name string, bucket_low_ms double, count long"))
+    assertDataFrameEqual(latency.by_size(busy).select("size_bucket", "count"),
+                         spark.createDataFrame([("< 1 KiB", 5)], "size_bucket string, count long"))
 
 
-def test_over_time_buckets_by_request_time(spark, exchanges):
-    schema = StructType([StructField("window_start", TimestampType()), StructField("window_end", TimestampType())]
-                        + STATS)
-    expected = spark.createDataFrame(
-        [(at(0), at(60), 5, 3.0, 100.0, 100.0, 100.0), (at(60), at(120), 2, 10.0, 20.0, 20.0, 20.0)], schema)
-    assertDataFrameEqual(latency.over_time(exchanges, "1 minute"), expected)
-
-
-def test_p99_spikes_flags_the_window_far_above_the_median(spark):
-    # One request a second for 10 s; second 7 holds a 50 ms request among 1 ms ones.
-    rows = [ex(i, "Produce", 50.0 if i == 70 else 1.0, t=i / 10) for i in range(100)]
-    windows = latency.over_time(table(spark, "exchanges", rows), "1 second")
-    spikes = latency.p99_spikes(windows, factor=3.0, min_count=5)
-    assertDataFrameEqual(spikes.select("window_start", "count", "p99_ms", "baseline_p99_ms", "ratio"),
+def test_spikes_flag_the_window_far_above_the_median(spark):
+    # One request every 0.1 s for 10 s; second 7 holds a 50 ms request among 1 ms ones.
+    ex = [produce(i, 50.0 if i == 70 else 1.0, t=i / 10) for i in range(100)]
+    windows = latency.over_time(latency.timed(latency.classified(table(spark, "exchanges", ex),
+                                                                  table(spark, "partitions", []))), "1 second")
+    assertDataFrameEqual(latency.spikes(windows, 3.0, 5).select("window_start", "count", "p99_ms",
+                                                                 "baseline_p99_ms", "ratio"),
                          spark.createDataFrame([(at(7), 10, 50.0, 1.0, 50.0)],
                                                "window_start timestamp, count long, p99_ms double, "
                                                "baseline_p99_ms double, ratio double"))
-    # Too few requests in the window: not a spike.
-    assert latency.p99_spikes(windows, factor=3.0, min_count=11).count() == 0
+    assert latency.spikes(windows, 3.0, 11).count() == 0  # too few requests in the window

@@ -1,0 +1,161 @@
+"""``kdissect analyze``: every job over one or more datasets, the key tables printed, results written.
+
+::
+
+    kdissect analyze out/ [--master local[2]] [--since T] [--until T]
+                          [--report report.html] [--json results.json] [--out DIR [--format parquet|csv]]
+
+The same tables come from ``python -m analysis JOB DATASET`` one job at a
+time, or ``spark-submit analysis/<job>.py DATASET`` on a cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import TextIO
+
+from analysis import runner
+from analysis.exceptions import AnalysisError
+
+HELP = """\
+Runs every analysis job (latency, errors, throughput, consumer groups, lag,
+producers, inventory) with Spark over one or more datasets written by
+'kdissect decode', prints the key tables worst first, and writes what is asked:
+an HTML report with plots, all tables as one JSON object, or one Parquet/CSV
+file per table. Needs Java 17 or newer (Spark runs on the JVM).
+
+examples:
+  kdissect analyze out/ --report report.html
+  kdissect analyze day1/ day2/ --since 2024-05-01T12:00:00 --json results.json
+  kdissect analyze out/ --master local[2] --out results/ --format csv
+  kdissect analyze hdfs:///kafka/out --master spark://host:7077 --json results.json
+"""
+
+# (table, heading, columns printed): the tables an operator reads first, worst rows first.
+VIEWS: list[tuple[str, str, list[str] | None]] = [
+    ("latency_by_api", "latency by api (ms; idle Fetch long-polls and acks=0 left out), worst p99 first",
+     ["api_name", "api_version", "count", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"]),
+    ("idle_fetches", "idle Fetch long-polls (empty responses that waited max_wait_ms)",
+     ["client_id", "broker", "count", "mean_ms", "max_wait_ms"]),
+    ("latency_spikes", "latency spikes (windows whose p99 jumped)",
+     ["window_start", "api_name", "count", "p99_ms", "baseline_p99_ms", "ratio"]),
+    ("errors", "errors, most frequent first",
+     ["api_name", "error_name", "client_id", "topic", "partition", "count", "share", "retriable"]),
+    ("throughput_by_topic", "throughput by topic-partition, busiest first",
+     ["topic", "partition", "produced_records", "produced_bytes", "fetched_records", "fetched_bytes",
+      "requests_per_s"]),
+    ("top_clients", "top clients by bytes",
+     ["client_id", "produced_bytes", "fetched_bytes", "requests"]),
+    ("rebalances", "rebalances, longest first",
+     ["group_id", "generation_id", "protocol", "members", "start_ts", "duration_ms", "reason", "errors"]),
+    ("consumer_lag", "consumer lag as seen on the wire, largest first",
+     ["group_id", "client_id", "topic", "partition", "committed_offset", "fetch_position", "high_watermark",
+      "lag"]),
+    ("produce_to_fetch", "produce to first fetch (ms), slowest first",
+     ["topic", "partition", "client_id", "count", "p50_ms", "max_ms"]),
+    ("producers", "producers",
+     ["client_id", "producer_id", "transactional_id", "transactions_committed", "transactions_aborted",
+      "records_per_batch", "batches_per_request"]),
+    ("clients", "clients",
+     ["client_id", "client_software_name", "client_software_version", "connections", "paired", "unpaired",
+      "orphans"]),
+    ("outdated_api_versions", "api versions older than the broker offered",
+     ["client_id", "api_name", "api_version", "broker_max_version", "count"]),
+    ("anomalies_by_kind", "anomalies", ["kind", "count", "first_ts", "last_ts"]),
+]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    runner.add_arguments(p, report=True)
+
+
+def _summary_line(results: runner.Results) -> str:
+    table = results.get("summary")
+    if table is None or table.num_rows == 0:
+        return ""
+    s = table.to_pylist()[0]
+    first = runner._cell(s["first_ts"])
+    return (f"{s['exchanges']} exchanges, {s['connections']} connections, {s['clients']} clients, "
+            f"{s['brokers']} brokers, {s['errors']} errors, {s['anomalies']} anomalies; "
+            f"{first} UTC + {s['duration_s'] or 0:.1f} s")
+
+
+def _printed(results: runner.Results) -> runner.Results:
+    """The tables as printed: outdated api versions picked out of api_versions."""
+    shown = dict(results)
+    versions = results.get("api_versions")
+    if versions is not None:
+        import pyarrow.compute as pc
+        shown["outdated_api_versions"] = versions.filter(pc.fill_null(versions["outdated"], False))
+    return shown
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, spark=None) -> int:
+    """Compute every table and write what ``args`` asks; raises AnalysisError for the caller to print."""
+    out = out or sys.stdout
+    from analysis.session import build_session
+
+    for path in filter(None, [args.report, args.json]):
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise AnalysisError(f"{path}: directory {parent} does not exist")
+    from analysis.dataset import check_paths
+    check_paths(args.datasets)  # a wrong path answers at once, before the JVM starts
+    started = time.monotonic()
+    progress = runner.Progress(sys.stderr, "analyze")
+    if progress.enabled:
+        progress.stream.write("analyze: starting Spark ...")
+        progress.stream.flush()
+    session = spark or build_session("kdissect-analyze", args.master, runner.spark_conf(args.conf))
+    try:
+        try:
+            results = runner.collect_all(runner.compute(session, args, runner.JOBS), progress)
+        finally:
+            progress.clear()
+    finally:
+        if spark is None:
+            session.stop()
+    print(_summary_line(results), file=out)
+    runner.print_tables(_printed(results), VIEWS, args.limit, out)
+    print(file=out)
+    if args.json:
+        runner.write_json(args.json, results)
+        print(f"wrote {args.json} ({len(results)} tables as JSON)", file=out)
+    if args.out:
+        runner.write_out(args.out, results, args.format)
+        print(f"wrote {len(results)} tables ({args.format}) under {args.out}", file=out)
+    if args.report:
+        try:
+            from analysis import html_report
+        except ModuleNotFoundError as exc:
+            if exc.name != "analysis.html_report":
+                raise
+            raise AnalysisError("--report: the HTML report renderer is not part of this installation") from None
+        html_report.write(args.report, runner.as_json(results))
+        print(f"report: {os.path.abspath(args.report)}", file=out)
+    print(f"analyzed in {time.monotonic() - started:.1f} s", file=out)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry (``python -m analysis.cli``); ``kdissect analyze`` calls :func:`run` the same way."""
+    p = argparse.ArgumentParser(prog="kdissect analyze", description=HELP,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    args = p.parse_args(argv)
+    try:
+        return run(args)
+    except AnalysisError as exc:
+        print(f"kdissect analyze: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("kdissect analyze: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

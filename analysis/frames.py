@@ -1,0 +1,46 @@
+"""Column helpers every job shares: how exchanges and partition rows are keyed and named."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+# capture + connection + correlation_id identify an exchange in every table.
+KEYS = ["capture", "connection", "correlation_id"]
+
+PRODUCE, FETCH, LIST_OFFSETS, OFFSET_COMMIT = 0, 1, 2, 8
+JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
+API_VERSIONS = 18
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
+CONSUMER_GROUP_HEARTBEAT = 68
+
+
+def broker() -> Column:
+    """The broker end as ``ip:port``."""
+    return F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string"))
+
+
+def topic() -> Column:
+    """The topic name, else its id (Fetch v13+ when no Metadata response named it)."""
+    return F.coalesce(F.col("topic"), F.col("topic_id"))
+
+
+def exchange_ts() -> Column:
+    """When an exchange happened: its request, else its response (orphans)."""
+    return F.coalesce(F.col("request_ts"), F.col("response_ts"))
+
+
+def millis_between(start: str | Column, end: str | Column) -> Column:
+    """``end - start`` in milliseconds, microsecond-exact."""
+    s = F.col(start) if isinstance(start, str) else start
+    e = F.col(end) if isinstance(end, str) else end
+    return (F.unix_micros(e) - F.unix_micros(s)) / 1000.0
+
+
+def context(exchanges: DataFrame) -> DataFrame:
+    """Per exchange: the keys and who was talking (client id, broker), to join onto partition rows."""
+    return exchanges.select(*KEYS, "client_id", broker().alias("broker"), "status", "api_version")
+
+
+def failed(error_code: str = "error_code") -> Column:
+    return F.col(error_code).isNotNull() & (F.col(error_code) != 0)

@@ -1,0 +1,228 @@
+"""Consumer groups: the rebalance timeline, who was in each generation with what, and committed offsets.
+
+Read from the ``request``/``response`` JSON of JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup and OffsetCommit (classic protocol) and
+ConsumerGroupHeartbeat (KIP-848).
+
+A **rebalance** (classic) is one generation of a group: it starts at the first
+JoinGroup request of the group after the previous generation completed (the
+MEMBER_ID_REQUIRED round trip and retried joins included) and ends at the last
+SyncGroup response of that generation (without a SyncGroup in the capture: the
+last successful JoinGroup response). Members are the member ids whose JoinGroup
+succeeded into the generation. ``reason`` is the first JoinGroup ``reason``
+(v8+), else the first LeaveGroup member reason (v5+) seen since the previous
+generation; ``errors`` are the error names the group's requests met between the
+previous generation's end and this one's (REBALANCE_IN_PROGRESS,
+UNKNOWN_MEMBER_ID, ...). ``members_joined``/``members_left`` compare client ids
+with the previous generation: a member killed without LeaveGroup shows as left
+after its session timed out.
+
+KIP-848 groups have no JoinGroup: each member epoch the coordinator hands out
+in ConsumerGroupHeartbeat responses is a row, from the first heartbeat request
+that got that epoch to the response that delivered its assignment.
+
+Tables: ``rebalances``, ``group_members``, ``offset_commits``.
+
+Usage::
+
+    python -m analysis groups DATASET... [--master local[*]] [--out DIR]
+    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/groups.py DATASET [--out DIR]
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, IntegerType, StringType, StructField, StructType
+
+from analysis import frames, runner
+from analysis.dataset import Dataset
+from analysis.options import Options
+
+GROUP_APIS = (frames.OFFSET_COMMIT, frames.JOIN_GROUP, frames.HEARTBEAT, frames.LEAVE_GROUP, frames.SYNC_GROUP,
+              frames.TXN_OFFSET_COMMIT, frames.CONSUMER_GROUP_HEARTBEAT)
+_PARTS = ArrayType(StructType([StructField("topic", StringType()), StructField("topic_id", StringType()),
+                               StructField("partitions", ArrayType(IntegerType()))]))
+SYNC_ASSIGNMENT = StructType([StructField("assignment", StructType([
+    StructField("assigned_partitions", _PARTS)]))])
+CGH_ASSIGNMENT = StructType([StructField("assignment", StructType([
+    StructField("topic_partitions", _PARTS)]))])
+LEAVE_MEMBERS = StructType([StructField("members", ArrayType(StructType([
+    StructField("member_id", StringType()), StructField("reason", StringType())])))])
+
+REBALANCE = ["group_id", "generation_id", "protocol", "members", "member_client_ids", "start_ts", "end_ts",
+             "duration_ms", "reason", "errors", "members_joined", "members_left"]
+
+
+def _json(path: str, body: str = "request") -> Column:
+    return F.get_json_object(body, path)
+
+
+def group_exchanges(exchanges: DataFrame) -> DataFrame:
+    """Exchanges of the group apis, with ``group_id`` from the request."""
+    return (exchanges.where(F.col("api_key").isin(*GROUP_APIS))
+            .withColumn("group_id", _json("$.group_id")))
+
+
+def joins(exchanges: DataFrame) -> DataFrame:
+    """JoinGroup exchanges with their outcome; ``generation_id`` only where the join succeeded."""
+    ok = F.col("error_code") == 0
+    return (exchanges.where(F.col("api_key") == frames.JOIN_GROUP)
+            .select("group_id" if "group_id" in exchanges.columns else _json("$.group_id").alias("group_id"),
+                    "client_id", "request_ts", "response_ts", "error_name",
+                    F.when(ok, _json("$.generation_id", "response").cast("int")).alias("generation_id"),
+                    F.when(ok, _json("$.member_id", "response")).alias("member_id"),
+                    F.when(ok, _json("$.protocol_name", "response")).alias("protocol"),
+                    _json("$.protocol_type").alias("protocol_type"),
+                    _json("$.reason").alias("reason")))
+
+
+def _first_reason(column: str) -> Column:
+    return F.min_by(F.col(column), F.when(F.col(column).isNotNull(), F.col("request_ts")))
+
+
+def classic_generations(exchanges: DataFrame) -> DataFrame:
+    """One row per (group, generation) from JoinGroup and SyncGroup, before errors and reasons are attached."""
+    j = joins(exchanges).where(F.col("request_ts").isNotNull())
+    # A join without a generation (MEMBER_ID_REQUIRED, retried) belongs to the next generation the group forms.
+    ahead = Window.partitionBy("group_id").orderBy("request_ts").rowsBetween(0, Window.unboundedFollowing)
+    j = j.withColumn("gen", F.first("generation_id", ignorenulls=True).over(ahead)).where(F.col("gen").isNotNull())
+    ok = F.col("generation_id").isNotNull()
+    gens = (j.groupBy("group_id", F.col("gen").alias("generation_id"))
+            .agg(F.min("request_ts").alias("start_ts"),
+                 F.max(F.when(ok, F.col("response_ts"))).alias("join_end"),
+                 F.max(F.when(ok, F.concat_ws(" ", "protocol_type", "protocol"))).alias("protocol"),
+                 F.countDistinct(F.when(ok, F.col("member_id"))).alias("members"),
+                 F.array_sort(F.collect_set(F.when(ok, F.col("client_id")))).alias("member_client_ids"),
+                 _first_reason("reason").alias("join_reason")))
+    syncs = (exchanges.where((F.col("api_key") == frames.SYNC_GROUP) & F.col("response_ts").isNotNull())
+             .groupBy(_json("$.group_id").alias("group_id"),
+                      _json("$.generation_id").cast("int").alias("generation_id"))
+             .agg(F.max("response_ts").alias("sync_end")))
+    return (gens.join(syncs, ["group_id", "generation_id"], "left")
+            .withColumn("end_ts", F.coalesce("sync_end", "join_end")).drop("sync_end", "join_end"))
+
+
+def kip848_generations(exchanges: DataFrame) -> DataFrame:
+    """One row per (group, member epoch) handed out by ConsumerGroupHeartbeat responses."""
+    hb = (exchanges.where((F.col("api_key") == frames.CONSUMER_GROUP_HEARTBEAT) & (F.col("error_code") == 0))
+          .select(_json("$.group_id").alias("group_id"), "client_id", "request_ts", "response_ts",
+                  _json("$.member_epoch", "response").cast("int").alias("generation_id"),
+                  _json("$.member_id", "response").alias("member_id"),
+                  F.from_json("response", CGH_ASSIGNMENT)["assignment"].alias("assignment")))
+    delivered = F.when(F.col("assignment").isNotNull(), F.col("response_ts"))
+    return (hb.where(F.col("generation_id") > 0)
+            .groupBy("group_id", "generation_id")
+            .agg(F.min("request_ts").alias("start_ts"),
+                 F.coalesce(F.min(delivered), F.min("response_ts")).alias("end_ts"),
+                 F.lit("consumer (KIP-848)").alias("protocol"),
+                 F.countDistinct("member_id").alias("members"),
+                 F.array_sort(F.collect_set("client_id")).alias("member_client_ids"),
+                 F.lit(None).cast("string").alias("join_reason")))
+
+
+def rebalances(exchanges: DataFrame) -> DataFrame:
+    """The rebalance timeline: one row per group generation, with reason, errors and membership change."""
+    gx = group_exchanges(exchanges).cache()
+    cols = ["group_id", "generation_id", "start_ts", "end_ts", "protocol", "members", "member_client_ids",
+            "join_reason"]
+    gens = classic_generations(gx).select(*cols).unionByName(kip848_generations(gx).select(*cols))
+    order = Window.partitionBy("group_id").orderBy("start_ts", "generation_id")
+    gens = (gens.withColumn("prev_end", F.lag("end_ts").over(order))
+            .withColumn("prev_clients", F.lag("member_client_ids").over(order)))
+    ts = F.coalesce("response_ts", "request_ts")
+    errs = (gx.where(frames.failed()).select("group_id", ts.alias("ts"), "error_name"))
+    leaves = (gx.where(F.col("api_key") == frames.LEAVE_GROUP)
+              .select("group_id", F.col("request_ts").alias("ts"),
+                      F.coalesce(_json("$.reason"),
+                                 F.from_json("request", LEAVE_MEMBERS)["members"][0]["reason"]).alias("reason"))
+              .where(F.col("reason").isNotNull()))
+    in_span = ((F.col("e.group_id") == F.col("g.group_id"))
+               & (F.col("e.ts") <= F.col("g.end_ts"))
+               & (F.col("g.prev_end").isNull() | (F.col("e.ts") > F.col("g.prev_end"))))
+    keys = [F.col("g.group_id"), F.col("g.generation_id")]
+    err_lists = (gens.alias("g").join(errs.alias("e"), in_span)
+                 .groupBy(*keys).agg(F.array_sort(F.collect_set("e.error_name")).alias("errors")))
+    leave_reasons = (gens.alias("g").join(leaves.alias("e"), in_span)
+                     .groupBy(*keys).agg(F.min_by("e.reason", "e.ts").alias("leave_reason")))
+    empty = F.array().cast("array<string>")
+    return (gens.join(err_lists, ["group_id", "generation_id"], "left")
+            .join(leave_reasons, ["group_id", "generation_id"], "left")
+            .select("group_id", "generation_id", "protocol", "members", "member_client_ids", "start_ts", "end_ts",
+                    frames.millis_between("start_ts", "end_ts").alias("duration_ms"),
+                    F.coalesce("join_reason", "leave_reason").alias("reason"),
+                    F.coalesce("errors", empty).alias("errors"),
+                    F.when(F.col("prev_clients").isNull(), empty)
+                     .otherwise(F.array_except("member_client_ids", "prev_clients")).alias("members_joined"),
+                    F.when(F.col("prev_clients").isNull(), empty)
+                     .otherwise(F.array_except("prev_clients", "member_client_ids")).alias("members_left")))
+
+
+def _partition_names(parts: Column) -> Column:
+    """[{topic, partitions:[0,1]}] -> ["topic-0", "topic-1"], sorted; null when not decoded."""
+    named = F.transform(parts, lambda t: F.transform(
+        t["partitions"], lambda p: F.concat(F.coalesce(t["topic"], t["topic_id"]), F.lit("-"), p.cast("string"))))
+    return F.array_sort(F.flatten(named))
+
+
+def group_members(exchanges: DataFrame) -> DataFrame:
+    """Per group, generation and member: its client id and, where the consumer protocol was decoded,
+    the partitions its SyncGroup (or KIP-848 heartbeat) response assigned it."""
+    gx = group_exchanges(exchanges)
+    members = (joins(gx).where(F.col("generation_id").isNotNull())
+               .groupBy("group_id", "generation_id", "member_id").agg(F.max("client_id").alias("client_id")))
+    sync = (gx.where((F.col("api_key") == frames.SYNC_GROUP) & (F.col("error_code") == 0))
+            .select("group_id", _json("$.generation_id").cast("int").alias("generation_id"),
+                    _json("$.member_id").alias("member_id"), "response_ts",
+                    _partition_names(F.from_json("response", SYNC_ASSIGNMENT)["assignment"]["assigned_partitions"])
+                    .alias("assigned_partitions")))
+    latest = (sync.groupBy("group_id", "generation_id", "member_id")
+              .agg(F.max_by("assigned_partitions", "response_ts").alias("assigned_partitions")))
+    classic = members.join(latest, ["group_id", "generation_id", "member_id"], "left")
+    hb = (gx.where((F.col("api_key") == frames.CONSUMER_GROUP_HEARTBEAT) & (F.col("error_code") == 0))
+          .select("group_id", _json("$.member_epoch", "response").cast("int").alias("generation_id"),
+                  _json("$.member_id", "response").alias("member_id"), "client_id", "response_ts",
+                  _partition_names(F.from_json("response", CGH_ASSIGNMENT)["assignment"]["topic_partitions"])
+                  .alias("assigned_partitions"))
+          .where(F.col("generation_id") > 0)
+          .groupBy("group_id", "generation_id", "member_id")
+          .agg(F.max("client_id").alias("client_id"),
+               F.max_by("assigned_partitions", F.when(F.col("assigned_partitions").isNotNull(),
+                                                      F.col("response_ts"))).alias("assigned_partitions")))
+    cols = ["group_id", "generation_id", "member_id", "client_id", "assigned_partitions"]
+    return classic.select(*cols).unionByName(hb.select(*cols))
+
+
+def offset_commits(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Every committed offset (OffsetCommit, TxnOffsetCommit) per group and partition, with the broker's answer."""
+    commit = F.col("api_key").isin(frames.OFFSET_COMMIT, frames.TXN_OFFSET_COMMIT)
+    req = (partitions.where(commit & (F.col("direction") == "request"))
+           .select(*frames.KEYS, "api_name", frames.topic().alias("topic"), "partition",
+                   F.col("offset").alias("committed_offset"), "ts"))
+    resp = (partitions.where(commit & (F.col("direction") == "response"))
+            .select(*frames.KEYS, frames.topic().alias("topic"), "partition", "error_name"))
+    who = (exchanges.where(commit)
+           .select(*frames.KEYS, _json("$.group_id").alias("group_id"), "client_id"))
+    return (req.join(resp, [*frames.KEYS, "topic", "partition"], "left").join(who, frames.KEYS, "left")
+            .select("group_id", "topic", "partition", "committed_offset", "ts", "client_id", "api_name",
+                    "error_name", (F.col("error_name") == "NONE").alias("accepted")))
+
+
+def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
+    return {
+        "rebalances": rebalances(ds.exchanges).orderBy("group_id", "start_ts"),
+        "group_members": group_members(ds.exchanges).orderBy("group_id", "generation_id", "client_id"),
+        "offset_commits": offset_commits(ds.exchanges, ds.partitions).orderBy("group_id", "topic", "partition",
+                                                                                "ts"),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return runner.run_job("groups", tables, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
