@@ -50,7 +50,7 @@ VIEWS: list[tuple[str, str, list[str] | None]] = [
       "requests_per_s"]),
     ("top_clients", "top clients by bytes",
      ["client_id", "produced_bytes", "fetched_bytes", "requests"]),
-    ("rebalances", "rebalances, longest first",
+    ("rebalances", "rebalance timeline per group",
      ["group_id", "generation_id", "protocol", "members", "start_ts", "duration_ms", "reason", "errors"]),
     ("consumer_lag", "consumer lag as seen on the wire, largest first",
      ["group_id", "client_id", "topic", "partition", "committed_offset", "fetch_position", "high_watermark",

@@ -251,6 +251,30 @@ def load(spark: SparkSession, paths: Sequence[str], since: dt.datetime | None = 
     )
 
 
+def without_record_data(exchanges: DataFrame) -> DataFrame:
+    """Exchanges minus what no job reads and that weighs most: the records' own bytes.
+
+    Produce request bodies keep their batch summaries (producer id, counts) but
+    not ``"data"``; Fetch response bodies are dropped whole (their partition
+    entries are in ``partitions``).
+    """
+    produce, fetch = F.col("api_key") == 0, F.col("api_key") == 1
+    return (exchanges
+            .withColumn("request", F.when(produce, F.regexp_replace("request", r'"data":"[^"]*"', '"data":null'))
+                        .otherwise(F.col("request")))
+            .withColumn("response", F.when(fetch, F.lit(None).cast("string")).otherwise(F.col("response"))))
+
+
+def cached(ds: Dataset) -> Dataset:
+    """The dataset with exchanges (minus record data) and partitions kept by Spark after first use,
+    so the jobs' many small queries read and parse the Parquet files once."""
+    from dataclasses import replace
+
+    from pyspark import StorageLevel
+    return replace(ds, exchanges=without_record_data(ds.exchanges).persist(StorageLevel.MEMORY_AND_DISK),
+                   partitions=ds.partitions.persist(StorageLevel.MEMORY_AND_DISK))
+
+
 def read_table(spark: SparkSession, dataset: str, name: str) -> DataFrame:
     """One table of one dataset (for notebooks and ad-hoc use), checked like :func:`load`."""
     return getattr(load(spark, [dataset]), name)

@@ -78,7 +78,7 @@ def compute(spark: Any, args: argparse.Namespace, jobs: Sequence[str]) -> dict[s
 
     from analysis import dataset, session
 
-    ds = dataset.load(spark, args.datasets, args.since, args.until)
+    ds = dataset.cached(dataset.load(spark, args.datasets, args.since, args.until))
     session.size_shuffle(spark, ds.input_bytes, user_set="spark.sql.shuffle.partitions" in spark_conf(args.conf))
     window = args.window
     if window is None:

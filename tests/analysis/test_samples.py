@@ -25,7 +25,9 @@ def results(spark, tmp_path_factory):
     import kdissect
 
     root = tmp_path_factory.mktemp("samples")
-    kdissect.write_dataset([str(REPO / "samples")], root / "ds")
+    # The top-level samples, recorded by samples/record.py (subfolders hold other recorders' captures).
+    kdissect.write_dataset([str(p.with_name(p.name.replace(".expected.json", ".pcap"))) for p in SAMPLES],
+                           root / "ds")
     p = argparse.ArgumentParser()
     cli.add_arguments(p)
     args = p.parse_args([str(root / "ds"), "--json", str(root / "results.json")])
@@ -113,3 +115,24 @@ def test_every_consumer_group_has_a_rebalance(results):
             if group and client.get("consumed"):
                 assert group in rebalanced, (exp["sample"], group)
     assert all(r["duration_ms"] is not None and r["duration_ms"] >= 0 for r in data["rebalances"])
+
+
+def test_the_rebalance_sample_matches_what_its_clients_saw(results):
+    """group-rebalance: one generation per rebalance the members' callbacks saw; the lag they left."""
+    data, _ = results
+    exp = json.loads((REPO / "samples" / "group-rebalance.expected.json").read_text())
+    per_group = Counter(r["group_id"] for r in data["rebalances"])
+    lags = {(r["group_id"], r["topic"], r["partition"]): r for r in data["consumer_lag"]}
+    checked = 0
+    for group, facts in exp["groups"].items():
+        if facts.get("rebalances_seen") is not None:
+            assert per_group[group] == facts["rebalances_seen"], group
+            checked += 1
+        for topic, parts in (facts.get("lag") or {}).items():
+            for partition, want in parts.items():
+                got = lags[(group, topic, int(partition))]
+                assert got["high_watermark"] == want["high_watermark"], (group, topic, partition)
+                if want["lag"] is not None:
+                    assert (got["committed_offset"], got["lag"]) == (want["committed_offset"], want["lag"])
+                    checked += 1
+    assert checked >= 3 + 7  # three rebalancing groups, seven lagging partitions
