@@ -16,14 +16,15 @@ from typing import Any, Protocol
 
 import orjson
 
-from dissector.events import KAFKA_PROTOCOL, Anomaly, Direction, Exchange, Request, Response, Status
+from dissector.events import KAFKA_PROTOCOL, Anomaly, Direction, Exchange, Request, Response
 from dissector.records import DEFAULT_MAX_DECOMPRESSED, RecordBatch, decode_records
+from dissector import schema
 from dissector.schema import api_name, error_name
 from dissector.topics import TopicRegistry
 from dissector.v07.events import V07Request, V07Response, api_name_of, error_name_of
 from dissector.v07.messages import MessageSetSummary, decode_message_set
 from dissector.v07.views import partition_rows as v07_partition_rows
-from dissector.views import _OFFSET_FIELDS, PartitionRow, partition_rows, topic_paths
+from dissector.views import _OFFSET_FIELDS, PartitionRow, TopicPath, partition_rows, topic_paths
 
 from kdissect.bodies import _default, _OPTIONS
 from kdissect.tables import COLUMNS
@@ -31,7 +32,6 @@ from kdissect.tables import COLUMNS
 Row = dict[str, Any]
 Columns = Sequence[list]           # one list per column, in the table schema's order
 _DIRECTION = {Direction.TO_BROKER: "request", Direction.TO_CLIENT: "response"}
-_STATUS = {s: s.value for s in Status}
 _dumps = orjson.dumps
 # In compact JSON a key is `"error_code":`; inside a string value its quotes would be
 # escaped, so this cannot match text that merely mentions the name.
@@ -99,6 +99,7 @@ class RowBuilder:
         self._an = tuple(c.append for c in cols["anomalies"])
         self._rec = tuple(c.append for c in cols["records"]) if "records" in cols else None
         self._api_names: dict[int, str] = {}
+        self._plans: dict[tuple[int, str, int], tuple[tuple[TopicPath, tuple[str, ...]], ...]] = {}
         self._error_names: dict[int, str] = {}
 
     # -- exchanges ---------------------------------------------------------------------------
@@ -145,7 +146,7 @@ class RowBuilder:
                 resp_json = code = ename = throttle_ms = None
         else:
             resp_json = code = ename = throttle_ms = None
-        st = _STATUS[ex.status]
+        st = ex.status._value_             # not .value or a dict lookup: both run Python code in enum
         capture(self.capture)
         connection(conn.id)
         client_ip(conn.client_ip)
@@ -223,8 +224,10 @@ class RowBuilder:
         api_key, version, body = msg.api_key, msg.api_version, msg.body
         if api_key is None or version is None or not body:
             return
-        paths = topic_paths(api_key, kind, version)
-        if not paths:
+        plan = self._plans.get((api_key, kind, version))
+        if plan is None:
+            plan = self._plans[(api_key, kind, version)] = _plan(api_key, kind, version)
+        if not plan:
             return
         (capture, connection, a_corr, a_key, a_name, a_version, direction, a_ts, a_topic, a_topic_id, a_partition,
          a_error_code, a_error_name, a_record_count, a_batch_count, a_bytes, a_offset, a_base_offset,
@@ -234,7 +237,7 @@ class RowBuilder:
         cap, cid, corr, name, ts = self.capture, conn.id, msg.correlation_id, self._api_name(api_key), msg.first_ts // 1000
         want_records = self._rec is not None
         n = 0
-        for tp in paths:
+        for tp, offset_fields in plan:
             for topic in _arrays(body, tp.path):
                 tname = topic.get(tp.name_field) if tp.name_field else None
                 topic_id = topic.get(tp.id_field) if tp.id_field else None
@@ -269,7 +272,7 @@ class RowBuilder:
                     if rec is not None and not hasattr(rec, "record_count"):
                         rec = None  # records kept raw by a caller's hook: no summary to report
                     offset = None
-                    for k in _OFFSET_FIELDS:
+                    for k in offset_fields:
                         if k in p:
                             offset = p[k]
                             break
@@ -508,6 +511,22 @@ class RowBuilder:
         a_direction(direction)
         a_detail(detail)
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
+
+
+def _plan(api_key: int, kind: str, version: int) -> tuple[tuple[TopicPath, tuple[str, ...]], ...]:
+    """The topic paths of a message (:func:`dissector.views.topic_paths`), each with the offset fields
+    (:data:`dissector.views._OFFSET_FIELDS`, in order) its partition entries have at this version: a decoded
+    entry holds no field its schema lacks, so the others need no lookup."""
+    msg = schema.message(api_key, kind, version)
+    out = []
+    for tp in topic_paths(api_key, kind, version):
+        fields = msg.fields if msg is not None else None
+        for name in (*tp.path, tp.partitions_field):
+            f = next((f for f in fields or () if f.name == name), None) if name else None
+            fields = f.children if f is not None else None
+        names = {f.name for f in fields} if fields is not None else None
+        out.append((tp, tuple(k for k in _OFFSET_FIELDS if names is None or k in names)))
+    return tuple(out)
 
 
 def _arrays(node: Any, path: tuple[str, ...]) -> Iterator[dict]:
