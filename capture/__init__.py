@@ -15,6 +15,7 @@ kinds (``conn`` None for capture-level ones):
 * file: ``capture_truncated``, ``capture_corrupt``, ``caplen_exceeds_wirelen`` and
   ``caplen_exceeds_snaplen`` (once per file), ``capture_drops`` (writer/kernel
   counters), ``no_timestamps``, ``unsupported_linktype``;
+* live: ``capture_drops`` (kernel or spool-cap drops, where they happened), ``snaplen_cut``;
 * packets: ``ip_fragment``, ``truncated_header``, ``malformed`` (capped per kind);
 * streams: ``gap`` (the dissector's, with ``extra["reason"]`` lost / truncated /
   midstream / reorder_limit and ``extra["tcp_offset"]`` added), ``tcp_conflict``,

@@ -285,6 +285,12 @@ def test_every_stop_decodes_the_backlog(tmp_path: Path, stop: str) -> None:
     produced = sum(r[5] for r in parts if r[2] == "request" and r[5] is not None)
     assert produced == sum(report["delivered"].values()) == 30000
     _no_leftovers(tmp_path / "live")
+    # Decoding was frozen for the whole burst, yet each --rotate 1 file holds one second of capture time.
+    import pyarrow.parquet as pq
+    for f in (tmp_path / "live" / "exchanges").glob("*.parquet"):
+        ts = pq.read_table(f, columns=["response_ts"]).column(0).drop_null().to_pylist()
+        if ts:
+            assert (max(ts) - min(ts)).total_seconds() <= 1.0, f.name
     assert "backlog " in err, f"no decoding backlog when the capture stopped: the test proves less\n{err}"
 
 
