@@ -1,7 +1,7 @@
 """Deciding which TCP connections carry Kafka, and which end is the broker.
 
 By default every TCP connection is examined: it is Kafka when its first client
-bytes parse as a plausible request (``sniff_request``), or, joined mid-stream,
+bytes parse as a plausible request (``sniff_request``; a Kafka 0.7 request counts too), or, joined mid-stream,
 when a plausible request frame turns up in one direction within the first
 ``limit`` bytes (``find_request_frame``); that direction is client->broker.
 With explicit ports, traffic on them is taken as Kafka without asking.

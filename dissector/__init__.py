@@ -17,6 +17,11 @@ bytes of each direction with their capture timestamps (integer nanoseconds)::
 Events are the dataclasses of :mod:`dissector.events`: ``Request``,
 ``Response``, ``Exchange`` (the pair, or a lone side with its status),
 ``SaslToken`` and ``Anomaly``. No method raises on bad bytes.
+
+Kafka 0.7, the protocol before 0.8, has its own connection
+(:class:`dissector.v07.V07Connection`) yielding the same events;
+:mod:`dissector.protocols` picks the generation per connection from its first
+request (or as the user forces it).
 """
 
 from dissector.events import (
