@@ -167,6 +167,10 @@ def _decode_parallel(paths: list[Path], out: Path, options: DecodeOptions, progr
         result.files += files
         result.packets += results[0].packets          # every share reads the whole file
         result.bytes_read += results[0].bytes_read
+        if progress is not None:
+            path = paths[i]
+            progress(Progress(path.name, i + 1, len(paths), results[0].bytes_read, path.stat().st_size,
+                              results[0].packets, result.counts.exchanges, time.monotonic() - start))
 
     def on_progress(i: int, _done: int, bytes_read: int, packets: int, exchanges: int) -> None:
         path = paths[i]
