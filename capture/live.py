@@ -18,7 +18,6 @@ are rejected by the kernel filter.
 from __future__ import annotations
 
 import errno
-import os
 import socket
 import subprocess
 import sys

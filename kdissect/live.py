@@ -65,7 +65,7 @@ class LiveOptions:
 
 
 def run_id() -> str:
-    """``live-<iface>-<UTC start>-<random>``: unique per capture process, so captures never share files."""
+    """The random part of ``live-<iface>-<UTC start>-<run id>``: captures started together never share files."""
     return secrets.token_hex(3)
 
 
