@@ -8,6 +8,7 @@ from difflib import get_close_matches
 
 from dissector.events import Request, Response
 from dissector.schema import api_keys, api_name
+from dissector.v07.events import api_name_of
 from dissector.v07.views import partition_rows as v07_partition_rows
 from dissector.views import topic_names
 
@@ -15,10 +16,17 @@ from kdissect.errors import KdissectError
 
 
 
-def parse_apis(specs: Iterable[str]) -> frozenset[int] | None:
-    """``["Produce", "fetch,3"]`` -> api keys; names are case-insensitive, numbers are keys."""
+# Kafka 0.7's multi-partition requests have no api key of their own: matched by name.
+_V07_ONLY = {"multifetch": "MultiFetch", "multiproduce": "MultiProduce"}
+
+
+def parse_apis(specs: Iterable[str]) -> frozenset[int | str] | None:
+    """``["Produce", "fetch,3"]`` -> api keys; names are case-insensitive, numbers are keys.
+
+    0.7's ``MultiFetch`` and ``MultiProduce`` are kept as names.
+    """
     by_name = {api_name(k).lower(): k for k in api_keys()}
-    keys: set[int] = set()
+    keys: set[int | str] = set()
     for spec in specs:
         for part in spec.split(","):
             part = part.strip()
@@ -28,6 +36,8 @@ def parse_apis(specs: Iterable[str]) -> frozenset[int] | None:
                 keys.add(int(part))
             elif part.lower() in by_name:
                 keys.add(by_name[part.lower()])
+            elif part.lower() in _V07_ONLY:
+                keys.add(_V07_ONLY[part.lower()])
             else:
                 close = [api_name(by_name[n]) for n in get_close_matches(part.lower(), list(by_name), n=3)]
                 hint = f" (did you mean {', '.join(close)}?)" if close else " (see: kdissect protocol)"
@@ -46,7 +56,7 @@ def topics_of(msg: Request | Response, kind: str) -> set[str]:
 
 @dataclass(frozen=True, slots=True)
 class MessageFilter:
-    apis: frozenset[int] | None = None
+    apis: frozenset[int | str] | None = None
     topics: frozenset[str] | None = None
     client_ids: frozenset[str] | None = None
     errors_only: bool = False
@@ -62,10 +72,18 @@ class MessageFilter:
         # Errors and latency are facts of responses: requests cannot match them.
         return self.errors_only or self.slower_than_ms is not None
 
+    def _api_matches(self, msg: Request | Response) -> bool:
+        assert self.apis is not None
+        if msg.protocol == "0.7":
+            # By name: 0.7's Fetch and MultiFetch share Fetch's api key, but --api Fetch means Fetch.
+            name = api_name_of(msg)
+            return any((a if isinstance(a, str) else api_name(a)) == name for a in self.apis)
+        return msg.api_key in self.apis
+
     def request_matches(self, req: Request) -> bool:
         if self.responses_only:
             return False
-        if self.apis is not None and req.api_key not in self.apis:
+        if self.apis is not None and not self._api_matches(req):
             return False
         if self.client_ids is not None and req.client_id not in self.client_ids:
             return False
@@ -75,7 +93,7 @@ class MessageFilter:
 
     def response_matches(self, resp: Response, req: Request | None, error_code: int | None,
                          malformed: bool, latency_ms: float | None) -> bool:
-        if self.apis is not None and resp.api_key not in self.apis:
+        if self.apis is not None and not self._api_matches(resp):
             return False
         if self.client_ids is not None and (req is None or req.client_id not in self.client_ids):
             return False

@@ -143,3 +143,18 @@ def test_cli_protocol_option(tmp_path, capsys):
     assert main(["decode", str(pcap), "-o", str(tmp_path / "o"), "--protocol", "0.6", "-q"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--protocol: unknown protocol '0.6'" in err
+
+
+def test_show_api_filter_on_0_7_names(tmp_path):
+    from kdissect.filters import MessageFilter, parse_apis
+
+    pcap = write_pcap(tmp_path / "v07.pcap", 1, every_request_type().records)
+
+    def lines(*apis: str) -> list[str]:
+        out = io.StringIO()
+        show(pcap, out, ShowOptions(filter=MessageFilter(apis=parse_apis(list(apis)))))
+        return [" ".join(line.split()[5:7]) for line in out.getvalue().splitlines()]
+
+    assert lines("MultiFetch") == ["MultiFetch 0.7", "MultiFetch 0.7"]
+    assert lines("Fetch") == ["Fetch 0.7", "Fetch 0.7"]              # not MultiFetch, though it shares key 1
+    assert lines("multiproduce,ListOffsets") == ["ListOffsets 0.7", "ListOffsets 0.7", "MultiProduce 0.7"]
