@@ -162,3 +162,44 @@ def test_empty_report_shows_no_data_in_chromium(tmp_path: Path) -> None:
     assert seen.errors == [] and seen.external_requests == []
     assert seen.rendered == "0" and seen.charts == []
     assert seen.no_data >= len(CHARTS) - 1
+
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+
+@pytest.mark.slow
+def test_report_of_the_rebalance_sample_through_the_real_pipeline(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """decode -> analyze --report (kdissect analyze's own code, on the test run's Spark session) -> chromium,
+    on the sample recorded for it: every chart drawn (a timeline per rebalancing group), nothing logged,
+    and the lag bars are the lagging consumers' own figures (last high watermark minus what they committed)."""
+    import argparse
+    import io
+
+    import kdissect
+    from analysis import cli
+
+    ds, report = tmp_path / "dataset", tmp_path / "report.html"
+    kdissect.write_dataset([SAMPLES / "group-rebalance.pcap"], ds)
+    p = argparse.ArgumentParser()
+    cli.add_arguments(p)
+    assert cli.run(p.parse_args([str(ds), "--report", str(report)]), io.StringIO(), spark=spark) == 0
+    seen = _open(report)
+    (tmp_path / "report.png").write_bytes(seen.screenshot)
+    assert seen.errors == [] and seen.external_requests == []
+    ids = {c["id"] for c in seen.charts}
+    assert {"ch-latency-time", "ch-latency-cdf", "ch-errors-time", "ch-throughput-time", "ch-lag"} <= ids
+    assert all(c["traces"] >= 1 and c["width"] > 300 for c in seen.charts), seen.charts
+    page = report.read_text()
+    titles = dict(re.findall(r"<figcaption>Rebalance timeline of ([^:<]+): (\d+) rebalances?</figcaption>", page))
+    expected = json.loads((SAMPLES / "group-rebalance.expected.json").read_text())
+    for group in ("kd-rb-tansu", "kd-rb-mock", "kd-848-mock"):
+        assert int(titles.get(group, 0)) >= expected["groups"][group]["rebalances_seen"], (group, titles)
+    want = {(g, t, int(p)): float(v["lag"]) for g in ("kd-lag-tansu", "kd-lag-mock")
+            for t, parts in expected["groups"][g]["lag"].items() for p, v in parts.items() if v["lag"]}
+    got = {}
+    for trace in figures(page)["ch-lag"]["data"]:
+        for label, lag in zip(trace["y"], trace["x"]):
+            tp, group = label.split(" · ")
+            topic, part = tp.rsplit("-", 1)
+            got[(group, topic, int(part))] = lag
+    assert {k: v for k, v in got.items() if k[0] in ("kd-lag-tansu", "kd-lag-mock")} == want
