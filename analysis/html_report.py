@@ -163,7 +163,8 @@ def _sort_key(spec: TableSpec) -> Callable[[Mapping[str, Any]], tuple]:
             out += [n is None, -(n or 0.0)]
         for col in spec.ascending:
             v = row.get(col)
-            out += [v is None, str(v)]
+            n = None if isinstance(v, bool) else charts.number(v)
+            out += [v is None, n if n is not None else float("inf"), str(v)]  # numbers by value, then text
         return tuple(out)
     return key
 
@@ -215,8 +216,8 @@ TABLES = {t.name: t for t in (
     TableSpec("latency_by_client", "By client id", ("client_id", *LAT_SHORT), ("p99_ms",)),
     TableSpec("latency_by_broker", "By broker", ("broker", *LAT_SHORT), ("p99_ms",)),
     TableSpec("latency_by_topic", "By topic", ("topic", "api_name", *LAT_SHORT), ("p99_ms",)),
-    TableSpec("latency_by_size", "Produce latency by request size", ("size_bucket", "count", "p50_ms", "p99_ms"),
-              (), ("size_bucket",)),
+    TableSpec("latency_by_size", "Produce latency by request size", ("size_bucket", "count", "p50_ms", "p99_ms",
+                                                                      "max_ms"), (), ("size_low_bytes", "size_bucket")),
     TableSpec("idle_fetches", "Idle fetches (long polls, left out of Fetch latency)",
               ("client_id", "broker", "count", "mean_ms"), ("count",)),
     TableSpec("errors", "Errors", ("error_name", "api_name", "client_id", "broker", "topic", "partition", "count",
@@ -228,17 +229,19 @@ TABLES = {t.name: t for t in (
     TableSpec("top_clients", "Top clients by bytes", ("client_id", "produced_bytes", "fetched_bytes", "requests"),
               ("produced_bytes", "fetched_bytes")),
     TableSpec("produce_to_fetch", "Produce to first fetch", ("topic", "partition", "client_id", "count",
-                                                              "p50_ms", "max_ms"), ("max_ms",)),
+                                                              "p50_ms", "p99_ms", "max_ms"), ("max_ms",)),
     TableSpec("rebalances", "Rebalances (longest first)", ("group_id", "generation_id", "protocol", "members",
-                                                            "member_client_ids", "start_ts", "duration_ms",
+                                                            "member_client_ids", "members_joined",
+                                                            "members_left", "start_ts", "duration_ms",
                                                             "reason", "errors"), ("duration_ms",)),
     TableSpec("group_members", "Members per generation", ("group_id", "generation_id", "client_id", "member_id",
                                                           "assigned_partitions"), (), ("group_id", "generation_id")),
     TableSpec("offset_commits", "Committed offsets (latest first)", ("group_id", "topic", "partition",
-                                                                     "committed_offset", "ts"), ("_ts_order",)),
+                                                                     "committed_offset", "client_id", "ts",
+                                                                     "error_name"), ("_ts_order",)),
     TableSpec("consumer_lag", "Consumer lag", ("group_id", "client_id", "topic", "partition", "committed_offset",
-                                              "fetch_position", "high_watermark", "lag", "committed_ts",
-                                              "high_watermark_ts"), ("lag",)),
+                                              "fetch_position", "high_watermark", "lag", "lag_from",
+                                              "committed_ts", "high_watermark_ts"), ("lag",)),
     TableSpec("producers", "Idempotent and transactional producers",
               ("client_id", "producer_id", "producer_epoch", "transactional_id", "transactions_begun",
                "transactions_committed", "transactions_aborted", "records_per_batch", "batches_per_request"),
@@ -340,13 +343,14 @@ def _header(results: object, title: str, fmt: CellFormat) -> str:
     groups = {str(r.get("group_id")) for r in rows_of(results, "rebalances")}
     cards = [
         ("exchanges", s.get("exchanges")), ("connections", s.get("connections")), ("clients", s.get("clients")),
-        ("captures", s.get("captures")), ("errors", total("errors", "count")),
+        ("captures", s.get("captures")), ("brokers", s.get("brokers")),
+        ("errors", s["errors"] if s.get("errors") is not None else total("errors", "count")),
         ("rebalances", len(rows_of(results, "rebalances")) if groups else None),
         ("groups", len(groups) if groups else None), ("anomalies", s.get("anomalies")),
     ]
-    card_html = "".join(
+    card_html = "".join(  # a figure the results do not carry is left out rather than shown as a dash
         f'<div class="stat"><div class="v">{_count(v)}</div><div class="k">{html.escape(k)}</div></div>'
-        for k, v in cards)
+        for k, v in cards if v is not None or k in ("exchanges", "connections", "clients"))
     return (f'<header><h1>{html.escape(title)}</h1><p class="span">{html.escape(span)}</p>'
             f'<div class="stats">{card_html}</div></header>')
 

@@ -281,6 +281,9 @@ def _gantt(g: str, rows: list[Row], by_gen: Mapping[tuple[str, str], list[Row]],
         reb["hover"].append(
             f"<b>{esc(g)}</b> generation {esc(gen)}<br>rebalance {ms:,.1f} ms, {esc(r.get('members'))} members"
             f"<br>protocol {esc(r.get('protocol'))}"
+            + "".join(f"<br>{word}: {esc(', '.join(map(str, r[col])))}"
+                      for col, word in (("members_joined", "joined"), ("members_left", "left"))
+                      if isinstance(r.get(col), list) and r[col])
             + (f"<br>reason: {esc(r.get('reason'))}" if r.get("reason") else "")
             + (f"<br>errors: {esc(', '.join(map(str, errs)))}" if errs else ""))
         held_from = r["_end"]

@@ -61,6 +61,18 @@ def test_tables_put_the_worst_rows_first(page: str) -> None:
     assert lag and "kd-lag-mock" in lag.group(1) and ">16<" in lag.group(1)
 
 
+def test_size_buckets_in_size_order_and_commit_errors_shown() -> None:
+    page = html_report.render({
+        "latency_by_size": [{"size_bucket": "16-256 KiB", "size_low_bytes": 16384, "count": 1},
+                            {"size_bucket": "< 1 KiB", "size_low_bytes": 0, "count": 5},
+                            {"size_bucket": "1-16 KiB", "size_low_bytes": 1024, "count": 2}],
+        "offset_commits": [{"group_id": "g", "topic": "t", "partition": 0, "committed_offset": 3,
+                            "ts": "2026-11-23T19:00:00Z", "error_name": "REBALANCE_IN_PROGRESS"}]})
+    sizes = re.findall(r"<tr><td>([^<]*KiB)</td>", page)
+    assert sizes == ["&lt; 1 KiB", "1-16 KiB", "16-256 KiB"]
+    assert "REBALANCE_IN_PROGRESS" in page
+
+
 def test_header_comes_from_summary(page: str) -> None:
     assert "2026-11-23 19:39:47 → 19:41:12 UTC · 85.2 s" in page
     for value, key in (("898", "exchanges"), ("44", "connections"), ("14", "clients"), ("10", "rebalances")):
