@@ -26,7 +26,8 @@ def test_slow_broker_against_its_peers(spark):
 
 
 def test_throttling(spark):
-    rows = [ex("Produce", 0, client="quota", throttle_ms=1), ex("Produce", 1, client="free", throttle_ms=0)]
+    rows = [ex("Produce", 0, client="quota", throttle_ms=1), ex("Produce", 1, client="free", throttle_ms=0),
+            ex("ApiVersions", 2, client="mock", throttle_ms=1179648)]
     assert subjects(run(spark, "broker.throttling", rows)) == {"quota": "warning"}
 
 

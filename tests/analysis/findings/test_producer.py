@@ -99,3 +99,13 @@ def test_duplicates_and_not_idempotent(spark):
     # Idempotence off and retrying: both non-idempotent clients, whatever the outcome.
     assert subjects(run(spark, "producer.not_idempotent", rows, parts)) == {
         "lost-answer": "warning", "rejected-first": "warning"}
+
+
+def test_same_size_same_millisecond_batches_with_other_content_are_not_resends(spark):
+    # Two one-record batches in the same millisecond, same size: only the CRC tells them apart.
+    a = produce_body(records=1, size=198, first_ts=5)
+    b = json.loads(json.dumps(a))
+    b["topic_data"][0]["partition_data"][0]["records"]["data"] = produce_body(records=1, size=198, first_ts=6)[
+        "topic_data"][0]["partition_data"][0]["records"]["data"]
+    rows = [ex("Produce", 0, client="c", request=a), ex("Produce", 0.001, client="c", request=b)]
+    assert run(spark, "producer.not_idempotent", rows) == []
