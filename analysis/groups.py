@@ -168,9 +168,17 @@ def _partition_names(parts: Column) -> Column:
     return F.array_sort(F.flatten(named))
 
 
-def group_members(exchanges: DataFrame) -> DataFrame:
+def topic_names(partitions: DataFrame) -> DataFrame:
+    """One row, ``topic_names``: topic id -> the name the capture's Metadata responses gave it."""
+    names = (partitions.where(F.col("topic").isNotNull() & F.col("topic_id").isNotNull())
+             .groupBy("topic_id").agg(F.max("topic").alias("topic")))
+    return names.agg(F.map_from_entries(F.collect_list(F.struct("topic_id", "topic"))).alias("topic_names"))
+
+
+def group_members(exchanges: DataFrame, partitions: DataFrame | None = None) -> DataFrame:
     """Per group, generation and member: its client id and, where the consumer protocol was decoded,
-    the partitions its SyncGroup (or KIP-848 heartbeat) response assigned it."""
+    the partitions its SyncGroup (or KIP-848 heartbeat) response assigned it (KIP-848 topic ids are
+    named from ``partitions`` when given)."""
     gx = group_exchanges(exchanges)
     members = (joins(gx).where(F.col("generation_id").isNotNull())
                .groupBy("group_id", "generation_id", "member_id").agg(F.max("client_id").alias("client_id")))
@@ -185,9 +193,13 @@ def group_members(exchanges: DataFrame) -> DataFrame:
     hb = (gx.where((F.col("api_key") == frames.CONSUMER_GROUP_HEARTBEAT) & (F.col("error_code") == 0))
           .select("group_id", _json("$.member_epoch", "response").cast("int").alias("generation_id"),
                   _json("$.member_id", "response").alias("member_id"), "client_id", "response_ts",
-                  _partition_names(F.from_json("response", CGH_ASSIGNMENT)["assignment"]["topic_partitions"])
-                  .alias("assigned_partitions"))
-          .where(F.col("generation_id") > 0)
+                  F.from_json("response", CGH_ASSIGNMENT)["assignment"]["topic_partitions"].alias("parts"))
+          .where(F.col("generation_id") > 0))
+    if partitions is not None:  # KIP-848 assignments name topics by id
+        named = F.transform("parts", lambda t: t.withField(
+            "topic", F.coalesce(t["topic"], F.col("topic_names")[t["topic_id"]])))
+        hb = hb.crossJoin(topic_names(partitions)).withColumn("parts", named).drop("topic_names")
+    hb = (hb.withColumn("assigned_partitions", _partition_names(F.col("parts")))
           .groupBy("group_id", "generation_id", "member_id")
           .agg(F.max("client_id").alias("client_id"),
                F.max_by("assigned_partitions", F.when(F.col("assigned_partitions").isNotNull(),
@@ -214,7 +226,7 @@ def offset_commits(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
     return {
         "rebalances": rebalances(ds.exchanges).orderBy("group_id", "start_ts"),
-        "group_members": group_members(ds.exchanges).orderBy("group_id", "generation_id", "client_id"),
+        "group_members": group_members(ds.exchanges, ds.partitions).orderBy("group_id", "generation_id", "client_id"),
         "offset_commits": offset_commits(ds.exchanges, ds.partitions).orderBy("group_id", "topic", "partition",
                                                                                 "ts"),
     }

@@ -70,10 +70,14 @@ def test_rebalance_timeline_from_join_and_sync(spark, exchanges):
 
 
 def test_members_and_their_assigned_partitions(spark, exchanges):
-    assertDataFrameEqual(groups.group_members(exchanges), spark.createDataFrame([
-        ("g", 1, "a-m", "a", ["t-0", "t-1"]), ("g", 2, "a-m", "a", ["t-0"]), ("g", 2, "b-m", "b", ["t-1"]),
-        ("n", 1, "mx", "x", ["U1-0"]),
-    ], "group_id string, generation_id int, member_id string, client_id string, assigned_partitions array<string>"))
+    schema = "group_id string, generation_id int, member_id string, client_id string, assigned_partitions array<string>"
+    classic = [("g", 1, "a-m", "a", ["t-0", "t-1"]), ("g", 2, "a-m", "a", ["t-0"]), ("g", 2, "b-m", "b", ["t-1"])]
+    # KIP-848 names topics by id: named where a Metadata response in the capture named the id, else left as is.
+    assertDataFrameEqual(groups.group_members(exchanges),
+                         spark.createDataFrame(classic + [("n", 1, "mx", "x", ["U1-0"])], schema))
+    metadata = table(spark, "partitions", [part(99, "Metadata", 3, "response", "t", 0, topic_id="U1")])
+    assertDataFrameEqual(groups.group_members(exchanges, metadata),
+                         spark.createDataFrame(classic + [("n", 1, "mx", "x", ["t-0"])], schema))
 
 
 def test_offset_commits_with_the_brokers_answer(spark, exchanges):
