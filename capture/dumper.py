@@ -17,7 +17,9 @@ written into the next packet's ``epb_dropcount`` option, so the decoder sees
 them where they happened.
 
 Protocol with the parent, one line each on stdout:
-``stats PACKETS BYTES KERNEL_DROPS SPOOL_DROPS SPOOL_BYTES CUT`` (running totals, twice a second) and, last,
+``stats PACKETS BYTES KERNEL_DROPS SPOOL_DROPS SPOOL_BYTES CUT CAUGHT_UP_NS`` (running totals, twice a
+second; CAUGHT_UP_NS: the socket was last found empty then, so every frame captured before it is in the
+spool) and, last,
 ``end REASON PACKETS KERNEL_DROPS SPOOL_DROPS UNREPORTED_DROPS CUT [DETAIL]``. REASON is ``stopped``,
 ``count``, ``duration``, ``interface`` (the interface went down or away) or ``error``. SIGINT or SIGTERM
 (or the parent closing our stdin) stops after reading what the socket holds; a second signal stops at once.
@@ -142,6 +144,7 @@ class Dumper:
         self.cut = 0                     # frames longer than the snap length
         self.signals = 0
         self.stop_ts = 0                 # frames stamped after this are not read when draining
+        self.caught_up = 0               # time.time_ns() when the socket was last found empty
 
     def _say(self, line: str) -> None:
         try:
@@ -161,7 +164,7 @@ class Dumper:
             self.kernel_drops += drops
             self.pending_drops += drops
         self._say(f"stats {self.packets} {self.bytes} {self.kernel_drops} {self.spool_drops} "
-                  f"{self.spool.used()} {self.cut}")
+                  f"{self.spool.used()} {self.cut} {self.caught_up}")
 
     def on_signal(self, signum: int, frame: object) -> None:
         self.signals += 1
@@ -188,10 +191,13 @@ class Dumper:
         append = out.append
         size = nbytes = n = written = cut = 0
         why = None
+        empty = False
+        checked = time.time_ns()
         while n < left and size < BATCH_BYTES:
             try:
                 data, anc, _flags, addr = recvmsg(snaplen, anc_size, dontwait)
             except (BlockingIOError, InterruptedError):
+                empty = True
                 break
             except OSError as exc:
                 why = "interface" if exc.errno in _GONE else "error"
@@ -250,6 +256,8 @@ class Dumper:
             why = "count"
         if out:
             spool.write(b"".join(out))
+        if empty:
+            self.caught_up = checked if n else time.time_ns()   # frames stamped before are all written
         return n, why
 
     def run(self) -> str:

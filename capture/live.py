@@ -187,6 +187,7 @@ class DumperStatus:
     spool_drops: int = 0
     spool_bytes: int = 0
     cut: int = 0                          # frames longer than the snap length
+    caught_up_ns: int = 0                 # every frame captured before this (wall clock) is in the spool
     ended: str | None = None              # stopped, count, duration, interface, error
     detail: str = ""
     unreported_drops: int = 0
@@ -248,9 +249,9 @@ class LiveSource(SpoolSource):
         for raw in pipe:
             parts = raw.decode("utf-8", "replace").split()
             try:
-                if parts and parts[0] == "stats" and len(parts) == 7:
+                if parts and parts[0] == "stats" and len(parts) == 8:
                     (st.packets, st.bytes, st.kernel_drops, st.spool_drops, st.spool_bytes,
-                     st.cut) = map(int, parts[1:])
+                     st.cut, st.caught_up_ns) = map(int, parts[1:])
                 elif parts and parts[0] == "end" and len(parts) >= 7:
                     st.packets, st.kernel_drops, st.spool_drops, st.unreported_drops, st.cut = \
                         map(int, parts[2:7])
@@ -270,6 +271,10 @@ class LiveSource(SpoolSource):
 
     def _dumper_done(self) -> bool:
         return self._proc.poll() is not None
+
+    def _settled_ns(self) -> int:
+        # A capture process behind on its socket still holds older frames: the clock waits for it.
+        return min(super()._settled_ns(), self.status.caught_up_ns)
 
     def _report_trailing_drops(self) -> None:
         self._ended.wait(10)

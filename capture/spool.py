@@ -119,12 +119,16 @@ class SpoolSource:
     def _path(self, seq: int) -> Path:
         return self.directory / f"{seq:06d}.pcapng"
 
+    def _settled_ns(self) -> int:
+        """A capture time before which every packet is already in the spool (the idle clock)."""
+        return time.time_ns() - IDLE_SLACK_NS
+
     def _idle(self) -> None:
         if self._aborted:
             raise _Aborted
-        now = time.time_ns()
-        if self.on_boundary is not None and now >= self.boundary + IDLE_SLACK_NS:
-            self.on_boundary(now - IDLE_SLACK_NS)
+        settled = self._settled_ns()
+        if self.on_boundary is not None and settled >= self.boundary:
+            self.on_boundary(settled)
 
     def _wait_for(self, path: Path) -> bool:
         """True when ``path`` exists; False when the dumper ended without writing it."""

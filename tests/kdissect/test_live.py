@@ -285,12 +285,16 @@ def test_every_stop_decodes_the_backlog(tmp_path: Path, stop: str) -> None:
     produced = sum(r[5] for r in parts if r[2] == "request" and r[5] is not None)
     assert produced == sum(report["delivered"].values()) == 30000
     _no_leftovers(tmp_path / "live")
-    # Decoding was frozen for the whole burst, yet each --rotate 1 file holds one second of capture time.
+    # Decoding was frozen for the whole burst, yet each --rotate 1 file holds about one second of capture
+    # time (an exchange is written when its response completes, which the causal-order wait can delay
+    # by up to 1 s of capture time).
     import pyarrow.parquet as pq
+    spans = []
     for f in (tmp_path / "live" / "exchanges").glob("*.parquet"):
         ts = pq.read_table(f, columns=["response_ts"]).column(0).drop_null().to_pylist()
         if ts:
-            assert (max(ts) - min(ts)).total_seconds() <= 1.0, f.name
+            spans.append((max(ts) - min(ts)).total_seconds())
+    assert spans and max(spans) <= 2.0, spans
     assert "backlog " in err, f"no decoding backlog when the capture stopped: the test proves less\n{err}"
 
 
