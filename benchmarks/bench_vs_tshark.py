@@ -161,33 +161,32 @@ def main(argv: list[str] | None = None) -> int:
 
     captures = args.captures or make_captures()
     tshark = Tshark(args.tshark)
-    version = tshark.version()
-    load_before = os.getloadavg()
-    rows = []
+    print(f"{tshark.version()}; {os.cpu_count()} CPUs; median of {args.repeat} alternating runs; "
+          "RSS: the largest single process", flush=True)
+    print(f"{'capture':<34} {'MB':>6} {'exchanges':>9}  {'tool':<12} {'wall s':>7} {'cpu s':>7} {'RSS MB':>7} "
+          f"{'exch/s':>8} {'exch/cpu-s':>10} {'tshark/this':>11}  load", flush=True)
     try:
         with tempfile.TemporaryDirectory(prefix="kd-bench-") as tmp:
             for cap in captures:
-                rows.append((cap, bench(cap, Path(tmp), args.repeat, args.jobs, tshark)))
-                print(f"done: {cap}", file=sys.stderr, flush=True)
+                load = os.getloadavg()[0]
+                report(cap, bench(cap, Path(tmp), args.repeat, args.jobs, tshark), load)
     finally:
         tshark.cleanup()
-    load_after = os.getloadavg()
-
-    print(f"{version}; {os.cpu_count()} CPUs; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after; "
-          f"median of {args.repeat} alternating runs")
-    print(f"{'capture':<34} {'MB':>6} {'exchanges':>9}  {'tool':<12} {'wall s':>7} {'cpu s':>7} {'RSS MB':>7} "
-          f"{'exch/s':>8} {'exch/cpu-s':>10} {'tshark/this':>11}")
-    for cap, r in rows:
-        mb = cap.stat().st_size / 1e6
-        n = r["exchanges"]
-        tw = statistics.median(r["runs"]["tshark"].wall)
-        for i, (tool, runs) in enumerate(r["runs"].items()):
-            wall, cpu = statistics.median(runs.wall), statistics.median(runs.cpu)
-            head = f"{cap.parent.name + '/' + cap.name:<34} {mb:>6.0f} {n:>9,}" if i == 0 else " " * 51
-            ratio = "" if tool == "tshark" else f"{tw / wall:.2f}x"
-            print(f"{head}  {tool:<12} {wall:>7.2f} {cpu:>7.2f} {runs.rss_mb:>7.0f} {n / wall:>8,.0f} "
-                  f"{n / cpu:>10,.0f} {ratio:>11}")
     return 0
+
+
+def report(cap: Path, r: dict, load_before: float) -> None:
+    """One capture's lines, printed as soon as it is done (a long run on a busy machine shows its progress)."""
+    load = f"{load_before:.1f}-{os.getloadavg()[0]:.1f}"
+    mb = cap.stat().st_size / 1e6
+    n = r["exchanges"]
+    tw = statistics.median(r["runs"]["tshark"].wall)
+    for i, (tool, runs) in enumerate(r["runs"].items()):
+        wall, cpu = statistics.median(runs.wall), statistics.median(runs.cpu)
+        head = f"{cap.parent.name + '/' + cap.name:<34} {mb:>6.0f} {n:>9,}" if i == 0 else " " * 51
+        ratio = "" if tool == "tshark" else f"{tw / wall:.2f}x"
+        print(f"{head}  {tool:<12} {wall:>7.2f} {cpu:>7.2f} {runs.rss_mb:>7.0f} {n / wall:>8,.0f} "
+              f"{n / cpu:>10,.0f} {ratio:>11}  {load if i == 0 else ''}", flush=True)
 
 
 if __name__ == "__main__":
