@@ -78,7 +78,7 @@ class Tshark:
         path = path or os.environ.get("TSHARK")
         if path is None:
             root = Path(os.environ.get("TSHARK44_ROOT", "/opt/trixie"))
-            if TSHARK44.exists():
+            if TSHARK44.exists() or (root / "usr" / "bin" / "tshark").exists():
                 if not (root / "usr" / "bin" / "tshark").exists():
                     subprocess.run([str(TSHARK44), "--version"], check=True, stdout=subprocess.DEVNULL)
                 self.root = root
