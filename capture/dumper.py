@@ -179,7 +179,7 @@ class Dumper:
         dontwait = socket.MSG_DONTWAIT
         cooked = self.cooked
         spool = self.spool
-        room = spool.max_bytes - spool.used()
+        room = spool.max_bytes - spool.used() - len(spool.header)   # the next segment's header counts too
         epb = _EPB.pack
         u32 = _U32.pack
         ts_of = _TIMESPEC.unpack_from
