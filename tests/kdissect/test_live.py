@@ -330,7 +330,11 @@ def test_count_stops_after_n_packets_and_decodes_them_all(tmp_path: Path) -> Non
     port = 9092
     with netns(f"kd-i13-count-{os.getpid() % 10000}", mtu=1500) as ns, run_tansu(port, ns=ns) as bootstrap:
         live = _live(tmp_path / "live", "lo", port, "--count", "1000", "--keep-pcap", "--records", ns=ns)
-        _clients(bootstrap, "burst", "--messages", "10000", "--size", "50", "--linger", "1", ns=ns)
+        os.kill(live.pid, signal.SIGSTOP)     # decoding frozen: the count is reached with all of it spooled
+        try:
+            _clients(bootstrap, "burst", "--messages", "10000", "--size", "50", "--linger", "1", ns=ns)
+        finally:
+            os.kill(live.pid, signal.SIGCONT)
         rc, err = _finish(live)
     assert rc == 0, err
     assert _summary_packets(err) == 1000
@@ -363,9 +367,13 @@ def test_interface_deleted_mid_capture(tmp_path: Path) -> None:
             run("ip", "-n", ns, "link", "set", "lo", "up")
         with run_tansu(port, host="10.213.0.1", ns=a) as bootstrap:
             live = _live(tmp_path / "live", "kdv0", port, "--records", ns=a)
-            with tcpdump(pcap, ns=a, iface="kdv0", bpf=["tcp", "port", str(port)]):
-                report = _clients(bootstrap, "veth", "--messages", "5000", "--size", "50", ns=b)
-            run("ip", "-n", a, "link", "del", "kdv0")
+            os.kill(live.pid, signal.SIGSTOP)     # decoding frozen: the spool holds everything
+            try:
+                with tcpdump(pcap, ns=a, iface="kdv0", bpf=["tcp", "port", str(port)]):
+                    report = _clients(bootstrap, "veth", "--messages", "5000", "--size", "50", ns=b)
+                run("ip", "-n", a, "link", "del", "kdv0")
+            finally:
+                os.kill(live.pid, signal.SIGCONT)
             rc, err = _finish(live)
     finally:
         for ns in (a, b):
