@@ -149,6 +149,17 @@ def build_parser() -> argparse.ArgumentParser:
                         f"(default: the number of cores, {_cores()}; 1: one process)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
 
+    p = sub.add_parser("spark-decode", help="decode capture files into the Parquet dataset with Spark",
+                       description="As 'decode', with Spark tasks (one or more per capture file). "
+                                   "OUTDIR and the inputs must be at the same path on every executor.")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="pcap/pcapng files (gzip ok), directories, globs")
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="dataset directory (created if missing)")
+    _common(p, records=True)
+    p.add_argument("--master", metavar="URL", help="Spark master (default: spark-submit's, else local[*])")
+    p.add_argument("--shards", type=_positive(int), metavar="N",
+                   help="tasks per capture, each a share of its TCP connections (default: by size)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary")
+
     p = sub.add_parser("show", help="print Kafka messages one per line (-V: every field)",
                        description=SHOW_HELP, formatter_class=fmt)
     p.add_argument("input", metavar="INPUT", help="a pcap/pcapng file")
@@ -304,6 +315,14 @@ def _analyze(args: argparse.Namespace) -> int:
 
 COMMANDS = {"decode": _decode, "show": _show, "live": _live, "compare": _compare, "analyze": _analyze,
             "protocol": _protocol}
+
+
+def _spark_decode(args: argparse.Namespace) -> int:
+    from kdissect.spark_decode import run
+    return run(args)
+
+
+COMMANDS["spark-decode"] = _spark_decode
 
 
 

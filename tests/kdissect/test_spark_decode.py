@@ -1,0 +1,190 @@
+"""``kdissect spark-decode`` and the ``kafka-pcap`` data source give the rows ``kdissect decode`` gives.
+
+Real Spark: one local[2] session for this module; the standalone-cluster test
+starts a real master and two workers from the pyspark installation.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from kdissect.decode import decode_files
+from kdissect.source import DecodeOptions
+from tests.brokers import free_port, wait_for_port
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = sorted((REPO / "samples").glob("*.pcap"))
+PUBLIC = sorted(p for p in Path("/work/shared/public-captures").glob("*.pcap*"))
+SHOWN = ("exchanges", "partitions", "anomalies")
+
+
+def _norm(v: object) -> object:
+    if isinstance(v, dt.datetime):              # Spark hands timestamps back in its session zone
+        return v.astimezone(dt.UTC) if v.tzinfo else v.replace(tzinfo=dt.UTC)
+    return v
+
+
+def table_rows(outdir: Path, table: str) -> list[tuple]:
+    """A table's rows in a dataset directory, order aside."""
+    rows = [tuple(_norm(v) for v in r.values()) for f in sorted((outdir / table).glob("*.parquet"))
+            for r in pq.read_table(f).to_pylist()]
+    return sorted(rows, key=repr)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+    session = (SparkSession.builder.master("local[2]").appName("kdissect-spark-decode-tests")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The samples and the public captures in one directory, plus a file that is not a capture."""
+    d = tmp_path_factory.mktemp("inputs")
+    for p in SAMPLES + PUBLIC:
+        shutil.copy(p, d / p.name)
+    (d / "notes.pcap").write_text("not a capture at all\n")
+    return d
+
+
+@pytest.fixture(scope="module")
+def reference(inputs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``kdissect decode`` of every real capture, one process."""
+    out = tmp_path_factory.mktemp("decode")
+    decode_files([p for p in sorted(inputs.iterdir()) if p.name != "notes.pcap"], out, DecodeOptions())
+    return out
+
+
+def test_spark_decode_writes_the_dataset_decode_writes(spark, inputs: Path, reference: Path, tmp_path: Path) -> None:
+    from kdissect.spark_decode import spark_decode
+    warnings: list[str] = []
+    result = spark_decode(spark, [inputs], tmp_path, DecodeOptions(), warn=warnings.append)
+    assert len(SAMPLES + PUBLIC) >= 20
+    for table in SHOWN:
+        got = table_rows(tmp_path, table)
+        if table == "anomalies":
+            odd = [r for r in got if r[3] == "not_a_capture"]
+            assert len(odd) == 1 and odd[0][0] == "notes.pcap" and "notes.pcap" in odd[0][5]
+            got = [r for r in got if r[3] != "not_a_capture"]
+        assert got == table_rows(reference, table), table
+    assert len(warnings) == 1 and "notes.pcap" in warnings[0]
+    assert result.counts.exchanges == len(table_rows(reference, "exchanges"))
+    assert not list(tmp_path.rglob(".*"))                       # no temporary file left behind
+
+
+def test_shards_give_the_rows_of_one(spark, inputs: Path, reference: Path, tmp_path: Path) -> None:
+    """The largest sample, and one whose topic ids are named on another connection, in 4 shares each."""
+    from kdissect.spark_decode import spark_decode
+    picked = [inputs / "group-rebalance.pcap", inputs / "mock-transactions.pcap"]
+    spark_decode(spark, picked, tmp_path, DecodeOptions(), shards=4)
+    assert len(list((tmp_path / "exchanges").glob("*-4of4.parquet"))) == 2
+    names = {p.name for p in picked}
+    for table in SHOWN:
+        want = [r for r in table_rows(reference, table) if r[0] in names]
+        assert table_rows(tmp_path, table) == want, table
+
+
+def _frame_rows(df) -> list[tuple]:
+    """A DataFrame's rows, through Arrow, order aside."""
+    return sorted((tuple(_norm(v) for v in d.values()) for d in df.toArrow().to_pylist()), key=repr)
+
+
+@pytest.mark.parametrize("table", SHOWN)
+def test_data_source_reads_the_rows_decode_writes(spark, inputs: Path, reference: Path, table: str) -> None:
+    from kdissect.spark_source import register
+    from kdissect.spark_tasks import spark_schema
+    register(spark)
+    df = spark.read.format("kafka-pcap").option("table", table).load(str(inputs / "*.pcap*"))
+    assert df.schema == spark_schema(table)
+    got = _frame_rows(df)
+    if table == "anomalies":
+        assert [r[0] for r in got if r[3] == "not_a_capture"] == ["notes.pcap"]
+        got = [r for r in got if r[3] != "not_a_capture"]
+    assert got == table_rows(reference, table)
+
+
+def test_data_source_names_topics_across_shards(spark, inputs: Path, reference: Path) -> None:
+    from kdissect.spark_source import register
+    register(spark)
+    df = (spark.read.format("kafka-pcap").option("table", "partitions").option("shards", "3")
+          .load(str(inputs / "mock-transactions.pcap")))
+    assert df.rdd.getNumPartitions() == 3
+    want = [r for r in table_rows(reference, "partitions") if r[0] == "mock-transactions.pcap"]
+    assert _frame_rows(df) == want
+
+
+# -- a real standalone cluster -------------------------------------------------------------------
+
+def _spark_class() -> Path:
+    import pyspark
+    return Path(pyspark.__file__).parent / "bin" / "spark-class"
+
+
+def test_spark_decode_on_a_standalone_cluster(inputs: Path, reference: Path, tmp_path: Path) -> None:
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+               SPARK_LOG_DIR=str(tmp_path / "logs"), SPARK_WORKER_DIR=str(tmp_path / "work"))
+    port, ui = free_port(), free_port()
+    master_url = f"spark://127.0.0.1:{port}"
+    procs: list[subprocess.Popen] = []
+    logs = []
+
+    def start(*args: str) -> None:
+        log = open(tmp_path / f"proc{len(procs)}.log", "wb")
+        logs.append(log)
+        procs.append(subprocess.Popen([str(_spark_class()), *args], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True))
+
+    try:
+        start("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+              "--webui-port", str(ui))
+        wait_for_port("127.0.0.1", port, timeout=120)
+        for _ in range(2):
+            start("org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1", "--cores", "1",
+                  "--memory", "1g", "--port", str(free_port()), "--webui-port", str(free_port()))
+        out = tmp_path / "out"
+        run = subprocess.run([sys.executable, "-m", "kdissect", "spark-decode", str(inputs), "-o", str(out),
+                              "--master", master_url, "--shards", "2"],
+                             env=env, capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert "notes.pcap" in run.stderr
+        for table in SHOWN:
+            got = table_rows(out, table)
+            if table == "anomalies":
+                got = [r for r in got if r[3] != "not_a_capture"]
+            assert got == table_rows(reference, table), table
+        # Both workers ran executors of the application.
+        apps = list((tmp_path / "work").glob("app-*/*"))
+        assert len(apps) == 2, apps
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, 15)
+        deadline = time.monotonic() + 30
+        for p in procs:
+            try:
+                p.wait(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, 9)
+                p.wait()
+        for log in logs:
+            log.close()
