@@ -191,7 +191,7 @@ class DumperStatus:
     ended: str | None = None              # stopped, count, duration, interface, error
     detail: str = ""
     unreported_drops: int = 0
-    ended_at: float = 0.0                 # time.monotonic() when it ended
+    ended_at: float = 0.0                 # time.monotonic() when it ended or was asked to stop
     backlog_at_end: int = 0               # spooled bytes not yet decoded then
     lines: list[str] = field(default_factory=list)   # anything unexpected it printed
 
@@ -256,8 +256,8 @@ class LiveSource(SpoolSource):
                     st.packets, st.kernel_drops, st.spool_drops, st.unreported_drops, st.cut = \
                         map(int, parts[2:7])
                     st.detail = " ".join(parts[7:])
-                    st.backlog_at_end = self.backlog()
-                    st.ended_at = time.monotonic()
+                    if not st.ended_at:         # not measured already when the stop was asked for
+                        self._note_backlog()
                     st.ended = parts[1]
                 else:
                     st.lines.append(raw.decode("utf-8", "replace").rstrip())
@@ -297,8 +297,14 @@ class LiveSource(SpoolSource):
     def kernel_drops(self) -> int:
         return self.status.kernel_drops
 
+    def _note_backlog(self) -> None:
+        self.status.backlog_at_end = self.backlog()
+        self.status.ended_at = time.monotonic()
+
     def stop(self) -> None:
         """End the capture: the capture process reads what is queued, then decoding runs to the end."""
+        if not self.status.ended_at:
+            self._note_backlog()
         self._signal()
 
     def abort(self) -> None:
