@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -48,10 +47,15 @@ def replicate(sources: list[Path], copies: int, out: Path) -> int:
     return exchanges
 
 
-def tree_rss(pid: int) -> int:
-    """Summed RSS (bytes) of ``pid`` and all its descendants."""
+def tree_usage(pid: int, cpu: dict[int, float]) -> int:
+    """Summed RSS (bytes) of ``pid`` and all its descendants; their CPU seconds so far go into ``cpu``.
+
+    /proc is read rather than getrusage: pyspark does not wait for its JVM, so the JVM's CPU never
+    reaches RUSAGE_CHILDREN.
+    """
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
+    ticks: dict[int, float] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -63,10 +67,13 @@ def tree_rss(pid: int) -> int:
         p = int(entry)
         children.setdefault(int(fields[1]), []).append(p)
         rss[p] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        ticks[p] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     total, stack = 0, [pid]
     while stack:
         p = stack.pop()
         total += rss.get(p, 0)
+        if p in ticks:
+            cpu[p] = max(cpu.get(p, 0.0), ticks[p])
         stack.extend(children.get(p, []))
     return total
 
@@ -85,20 +92,18 @@ def main() -> int:
         n = replicate(args.datasets, args.copies, ds)
         print(f"dataset: {n} exchanges in {ds} (built in {time.monotonic() - t0:.1f} s)", flush=True)
         print(f"load before: {open('/proc/loadavg').read().strip()}", flush=True)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-m", "kdissect", "analyze", str(ds), "--master", args.master,
                                  "--json", str(work / "results.json")], stdout=subprocess.DEVNULL)
-        peak = 0
+        peak, per_pid = 0, {}
         while proc.poll() is None:
-            peak = max(peak, tree_rss(proc.pid))
+            peak = max(peak, tree_usage(proc.pid, per_pid))
             time.sleep(0.2)
         wall = time.monotonic() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        cpu = sum(per_pid.values())  # CPU of each process of the tree at its last sighting
         print(f"load after: {open('/proc/loadavg').read().strip()}")
         print(f"kdissect analyze --master {args.master}: exit {proc.returncode}, {n} exchanges, wall {wall:.1f} s, "
-              f"CPU {cpu:.1f} s, peak RSS (python + JVM) {peak / 2**20:.0f} MiB")
+              f"CPU {cpu:.1f} s (python + JVM, sampled), peak RSS (python + JVM) {peak / 2**20:.0f} MiB")
         return proc.returncode
     finally:
         shutil.rmtree(work, ignore_errors=True)
