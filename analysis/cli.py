@@ -23,7 +23,7 @@ from analysis.exceptions import AnalysisError
 
 HELP = """\
 Runs every analysis job (latency, errors, throughput, consumer groups, lag,
-producers, inventory) with Spark over one or more datasets written by
+producers, inventory, findings) with Spark over one or more datasets written by
 'kdissect decode', prints the key tables worst first, and writes what is asked:
 an HTML report with plots, all tables as one JSON object, or one Parquet/CSV
 file per table. Needs Java 17 or newer (Spark runs on the JVM).
@@ -37,6 +37,8 @@ examples:
 
 # (table, heading, columns printed): the tables an operator reads first, worst rows first.
 VIEWS: list[tuple[str, str, list[str] | None]] = [
+    ("findings", "findings: what looks wrong, worst first (kdissect doctor prints them in full)",
+     ["severity", "finding", "subject_kind", "subject", "explanation"]),
     ("latency_by_api", "latency by api (ms; idle Fetch long-polls and acks=0 left out), worst p99 first",
      ["api_name", "api_version", "count", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"]),
     ("idle_fetches", "idle Fetch long-polls (empty responses that waited max_wait_ms)",

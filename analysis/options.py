@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 # (seconds, Spark interval): the first whose windows number at most ~120 over the capture.
 WINDOWS = ((1, "1 second"), (5, "5 seconds"), (10, "10 seconds"), (30, "30 seconds"), (60, "1 minute"),
@@ -16,6 +17,7 @@ class Options:
     spike_factor: float = 3.0      # a window is a spike when its p99 is this many times the median window p99
     spike_min_count: int = 5       # ... and holds at least this many requests
     idle_fraction: float = 0.9     # an empty Fetch that waited this fraction of max_wait_ms is a long-poll
+    findings: Any = None           # analysis.findings.Config: rule thresholds (None: the defaults)
 
 
 def window_for(span_seconds: float) -> str:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 # pyarrow is imported where used: `kdissect --help` builds this module's arguments and should stay quick.
 Results = dict[str, "pa.Table"]
 
-JOBS = ("inventory", "latency", "errors", "throughput", "groups", "lag", "producers")
+JOBS = ("inventory", "latency", "errors", "throughput", "groups", "lag", "producers", "findings")
 
 
 def parse_time(text: str) -> dt.datetime:
@@ -55,6 +55,10 @@ def add_arguments(p: argparse.ArgumentParser, *, report: bool) -> None:
     p.add_argument("--limit", type=int, default=10, metavar="N", help="rows printed per table (default 10)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting, e.g. spark.sql.shuffle.partitions=16; repeatable")
+    p.add_argument("--set", action="append", default=[], metavar="RULE.THRESHOLD=VALUE",
+                   help="a findings threshold, e.g. producer.tiny_batches.min_requests_per_s=50, or "
+                        "RULE.enabled=false; repeatable (README: the rules table)")
+    p.add_argument("--rules", metavar="FILE.toml", help="findings thresholds from a TOML file, one table per rule")
 
 
 def spark_conf(pairs: Sequence[str]) -> dict[str, str]:
@@ -65,6 +69,15 @@ def spark_conf(pairs: Sequence[str]) -> dict[str, str]:
             raise AnalysisError(f"--conf {pair!r}: expected KEY=VALUE")
         conf[key.strip()] = value.strip()
     return conf
+
+
+def findings_config(args: argparse.Namespace) -> Any:
+    """The findings rules' thresholds from ``--rules`` and ``--set``; AnalysisError when one is wrong."""
+    from analysis.findings import RULES, FindingsConfigError, load
+    try:
+        return load(RULES, getattr(args, "rules", None), getattr(args, "set", None) or [])
+    except FindingsConfigError as exc:
+        raise AnalysisError(str(exc)) from None
 
 
 def job_tables(name: str) -> Tables:
@@ -87,7 +100,7 @@ def compute(spark: Any, args: argparse.Namespace, jobs: Sequence[str]) -> dict[s
         if span is None or span["a"] is None:
             raise AnalysisError("no exchanges in the time range given (--since/--until)")
         window = window_for((span["b"] - span["a"]).total_seconds())
-    opts = Options(window=window)
+    opts = Options(window=window, findings=findings_config(args))
     tables: dict[str, Any] = {}
     for job in jobs:
         tables.update(job_tables(job)(ds, opts))

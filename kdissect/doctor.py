@@ -10,7 +10,6 @@ something is, 2 on bad use (bad option, missing input, bad rules file).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import shlex
@@ -66,13 +65,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="decrypt TLS with the session keys in this NSS key log file; repeatable")
     p.add_argument("--all", action="store_true", help="print info findings too (default: critical and warning, "
                                                       "info ones are counted)")
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, dt.datetime):
-        value = value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)
-        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return value
 
 
 def with_paths(rows: Sequence[Mapping[str, Any]], paths: Mapping[str, Path]) -> list[dict[str, Any]]:
@@ -142,7 +134,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
     from kdissect.source import DecodeOptions, ports_option
 
     try:
-        config = load(RULES, args.rules, args.set)
+        load(RULES, args.rules, args.set)  # checked before anything is decoded; the jobs load it again
     except FindingsConfigError as exc:
         raise UsageError(str(exc)) from None
     _check_outputs(args)
@@ -159,10 +151,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
         dataset_dir = args.dataset or os.path.join(tmp, "dataset")
         bar = ProgressLine(sys.stderr)
         try:
-            decode_files(args.inputs, dataset_dir, options, bar)
+            decoded = decode_files(args.inputs, dataset_dir, options, bar)
         finally:
             bar.clear()
-        results = _analyze(dataset_dir, args.master, config, spark)
+        if not decoded.counts.exchanges:
+            raise KdissectError("no Kafka exchanges in the input: nothing to judge (are --ports right?)")
+        results = _analyze(dataset_dir, args, spark)
     results["findings"] = with_paths(results.get("findings", []), paths)
     rows = results["findings"]
     print_findings(rows, out, show_info=args.all, captures=len(files))
@@ -180,16 +174,19 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
     return EXIT_CRITICAL if any(r.get("severity") == "critical" for r in rows) else EXIT_OK
 
 
-def _analyze(dataset_dir: str, master: str | None, config: Any, spark: Any = None) -> dict[str, list[dict]]:
-    """The results object: the findings of the dataset, rows as JSON-ready dicts."""
-    from analysis.findings import from_dataset
+def _analyze(dataset_dir: str, args: argparse.Namespace, spark: Any = None) -> dict[str, list[dict]]:
+    """Every analysis table of the dataset, findings included, as the JSON-ready results object."""
+    from analysis import runner
+    from analysis.exceptions import AnalysisError
     from analysis.session import build_session
 
-    session = spark or build_session("kdissect-doctor", master)
+    job_args = argparse.Namespace(datasets=[dataset_dir], since=None, until=None, window=None, conf=[],
+                                  set=args.set, rules=args.rules)
+    session = spark or build_session("kdissect-doctor", args.master)
     try:
-        rows = [{k: _json_value(v) for k, v in r.asDict().items()}
-                for r in from_dataset(session, dataset_dir, config).collect()]
+        return runner.as_json(runner.collect_all(runner.compute(session, job_args, runner.JOBS)))
+    except AnalysisError as exc:
+        raise KdissectError(str(exc)) from None
     finally:
         if spark is None:
             session.stop()
-    return {"findings": rows}

@@ -7,6 +7,7 @@ ones and orders the result worst first.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import reduce
 from typing import Any
 
@@ -64,3 +65,9 @@ def tables(ds: Any, opts: Any) -> dict[str, DataFrame]:
     (``opts.findings``: a :class:`Config`, defaults when absent) in, the ``findings`` table out."""
     config = getattr(opts, "findings", None)
     return {"findings": findings(Inputs(ds.exchanges, ds.partitions, getattr(ds, "anomalies", None)), config)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m analysis findings DATASET...`` / spark-submit: the findings table alone."""
+    from analysis import runner
+    return runner.run_job("findings", tables, argv)
