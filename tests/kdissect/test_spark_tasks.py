@@ -1,0 +1,53 @@
+"""Inputs, task plans and the Spark schema shared by spark-decode and the kafka-pcap data source (no Spark run)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kdissect.errors import KdissectError
+from kdissect.spark_tasks import expand_inputs, not_a_capture_table, plan, shares_by_size, spark_schema
+from kdissect.tables import SCHEMAS, SPEC
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_globs_directories_and_files_expand_once_in_order(tmp_path: Path) -> None:
+    for name in ("b.pcap", "a.pcapng", "c.pcap.gz"):
+        shutil.copy(REPO / "samples" / "mixed.pcap", tmp_path / name)
+    (tmp_path / "sub").mkdir()
+    shutil.copy(REPO / "samples" / "mixed.pcap", tmp_path / "sub" / "d.pcap")
+    got = expand_inputs([str(tmp_path / "*.pcap*"), tmp_path / "sub", str(tmp_path / "b.pcap")])
+    assert [p.name for p in got] == ["a.pcapng", "b.pcap", "c.pcap.gz", "d.pcap"]
+    assert [p.name for p in expand_inputs([tmp_path])] == ["a.pcapng", "b.pcap", "c.pcap.gz", "d.pcap"]
+    with pytest.raises(KdissectError, match="no file matches"):
+        expand_inputs([str(tmp_path / "*.nothing")])
+
+
+def test_plan_gives_each_file_its_shares(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.pcap", tmp_path / "b.pcap"
+    a.write_bytes(b"x" * 10)
+    b.write_bytes(b"x" * 30)
+    tasks = plan([a, b], lambda size: size // 10)
+    assert [(Path(t.path).name, t.index, t.count) for t in tasks] == [
+        ("a.pcap", 0, 1), ("b.pcap", 0, 3), ("b.pcap", 1, 3), ("b.pcap", 2, 3)]
+    assert len({t.stem for t in tasks}) == 2
+    assert shares_by_size(0) == 1 and shares_by_size(1 << 40) == 64
+
+
+@pytest.mark.parametrize("table", list(SPEC))
+def test_spark_schema_is_the_dataset_schema(table: str) -> None:
+    schema = spark_schema(table)
+    arrow = SCHEMAS[table]
+    assert schema.fieldNames() == arrow.names
+    assert [f.nullable for f in schema.fields] == [f.nullable for f in arrow]
+
+
+def test_not_a_capture_row_has_the_anomalies_schema() -> None:
+    t = not_a_capture_table("x.pcap", "x.pcap: looks like text")
+    assert t.schema == SCHEMAS["anomalies"]
+    assert t.to_pylist()[0]["kind"] == "not_a_capture"
+    with pytest.raises(KdissectError):
+        spark_schema("nope")
