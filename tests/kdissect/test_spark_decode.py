@@ -58,11 +58,13 @@ def spark():
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The samples and the public captures in one directory, plus a file that is not a capture."""
+    """The samples and the public captures in one directory, a capture cut short, and a file that is not one."""
     d = tmp_path_factory.mktemp("inputs")
     for p in SAMPLES + PUBLIC:
         shutil.copy(p, d / p.name)
     (d / "notes.pcap").write_text("not a capture at all\n")
+    whole = (REPO / "samples" / "group-rebalance.pcap").read_bytes()
+    (d / "cut-short.pcap").write_bytes(whole[: len(whole) // 2 + 7])     # fails halfway: keeps what decoded
     return d
 
 
@@ -88,6 +90,8 @@ def test_spark_decode_writes_the_dataset_decode_writes(spark, inputs: Path, refe
         assert got == table_rows(reference, table), table
     assert len(warnings) == 1 and "notes.pcap" in warnings[0]
     assert result.counts.exchanges == len(table_rows(reference, "exchanges"))
+    assert any(r[0] == "cut-short.pcap" and r[3] == "capture_truncated" for r in table_rows(tmp_path, "anomalies"))
+    assert any(r[0] == "cut-short.pcap" for r in table_rows(tmp_path, "exchanges"))
     assert not list(tmp_path.rglob(".*"))                       # no temporary file left behind
 
 
