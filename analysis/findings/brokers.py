@@ -133,7 +133,7 @@ def hot_partition(inp: Inputs, th: Thresholds) -> DataFrame:
     return emit(hits, "topic.hot_partition", "warning", "topic_partition", part,
                 {"bytes": F.col("bytes"), "records": F.col("records"), "topic_median_bytes": F.col("median"),
                  "topic_partitions": F.col("partitions"),
-                 "share": rounded(F.col("bytes") / F.col("topic_bytes"), 3)},
+                 "share": rounded(F.try_divide(F.col("bytes"), F.col("topic_bytes")), 3)},
                 fmt("Partition %s received %s bytes, %s times its topic's median partition (%s bytes over %s "
                     "partitions): one broker and one consumer carry most of the topic.", part, F.col("bytes"),
                     rounded(F.col("bytes") / F.greatest(F.col("median"), F.lit(1)), 1), F.col("median"),

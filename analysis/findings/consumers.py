@@ -114,7 +114,8 @@ def lag_growing(inp: Inputs, th: Thresholds) -> DataFrame:
            .agg(F.count(F.lit(1)).alias("samples"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
                 F.min_by("lag", "ts").alias("first_lag"), F.max_by("lag", "ts").alias("last_lag"),
                 F.max("lag").alias("max_lag"),
-                (F.covar_pop("t", "lag") / F.var_pop("t")).alias("slope")))
+                # try_divide: every sample at one instant has no slope (null), not an error.
+                F.try_divide(F.covar_pop("t", "lag"), F.var_pop("t")).alias("slope")))
     hits = agg.where((F.col("samples") >= th["min_samples"]) & (F.col("slope") > 0)
                      & (F.col("last_lag") - F.col("first_lag") >= th["min_growth_records"]))
     part = tp(F.col("topic"), F.col("partition"))

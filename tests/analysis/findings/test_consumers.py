@@ -62,3 +62,12 @@ def test_lag_growing(spark):
     assert subjects(found) == {"behind-0": "warning"}
     ev = json.loads(found[0].evidence)
     assert (ev["first_lag"], ev["last_lag"]) == (0, 1000)
+
+
+def test_lag_samples_at_one_instant_have_no_slope(spark):
+    rows, parts = [], []
+    for i in range(10):  # ten fetches answered at the same instant: no time span, no division by zero
+        e = ex("Fetch", 0, client="burst", conn=f"b{i}")
+        rows.append(e)
+        parts += [part(e, "request", topic="t", base_offset=0), part(e, "response", topic="t", high_watermark=5000)]
+    assert run(spark, "consumer.lag_growing", rows, parts) == []
