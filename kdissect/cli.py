@@ -23,6 +23,7 @@ Spark, pandas and DuckDB read as it is.
 Start here:
   kdissect doctor traffic.pcap                what is wrong, worst first (decode + analyze)
   kdissect decode traffic.pcap -o out/        capture file(s) -> Parquet dataset
+  kdissect spark-decode caps/ -o out/         the same, as Spark tasks (local or a cluster)
   kdissect show traffic.pcap --api Produce    one line per Kafka message, like tshark
   kdissect live -i eth0 -o out/ --rotate 60   sniff an interface into the dataset
   kdissect analyze out/ --report report.html  Spark analysis of the dataset, with a report
