@@ -93,7 +93,7 @@ def check_events(events: list, allowed: frozenset[str]) -> None:
             if ev.kind == "dissector_error":
                 raise InvariantBroken(ev.detail)
         elif isinstance(ev, SaslToken):
-            if ev.data is not None:
+            if ev.token is not None:
                 raise InvariantBroken("a SASL token's bytes were kept without keep_secrets")
         elif isinstance(ev, (Request, Response)):
             _no_secrets(ev.api_key, ev.body)
