@@ -178,7 +178,9 @@ def _check_against(report: dict, live_out: Path, tcpdump_out: Path, capture: str
         else:
             fetched += count
     assert produced == {int(k): v for k, v in report["delivered"].items()}
-    assert fetched >= report["consumed"] == sum(report["delivered"].values())
+    # The consumer reads for a bounded time and may stop before it has everything (on a fast machine it
+    # can start polling late); what it did receive must all be in the capture.
+    assert fetched >= report["consumed"] > 0
     # A fetch in flight when the consumer closes is never answered: in both captures alike.
     assert {r[4] for r in ex} <= {"ok", "no_response"} and not any(r[8] for r in ex)
 
@@ -307,9 +309,13 @@ def test_duration_stops_mid_traffic_and_decodes_all_it_captured(tmp_path: Path) 
     port = 9092
     with netns(f"kd-i13-dur-{os.getpid() % 10000}", mtu=1500) as ns, run_tansu(port, ns=ns) as bootstrap:
         live = _live(tmp_path / "live", "lo", port, "--duration", "3", "--keep-pcap", "--records", ns=ns)
+        started = time.monotonic()
         os.kill(live.pid, signal.SIGSTOP)     # decoding frozen, capture running: a sure backlog
         try:
             _clients(bootstrap, "burst", "--messages", "20000", "--size", "50", "--linger", "0", ns=ns)
+            # Thawed only after the deadline, so the stop is asked while decoding is behind (a fast
+            # machine finishes the burst well inside the 3 s).
+            time.sleep(max(0.0, started + 3.5 - time.monotonic()))
         finally:
             os.kill(live.pid, signal.SIGCONT)
         rc, err = _finish(live)
