@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "samples").glob("*.pcap"))
-PUBLIC = sorted(p for p in Path("/work/shared/public-captures").glob("*.pcap*"))
+PUBLIC = sorted(p for p in (REPO.parent / "shared" / "public-captures").glob("*.pcap*"))   # shared/ beside the checkout
 SHOWN = ("exchanges", "partitions", "anomalies")
 
 
