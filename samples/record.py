@@ -33,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.brokers import netns, run_tansu, tansu_binary, tcpdump
+from tests.brokers import netns, record_scenarios, run_tansu, tansu_binary, tcpdump
 
 TANSU_PORT = 9092  # each netns is empty, so a fixed port is free and tshark decodes it by default
 CLIENT_TIMEOUT = 420  # group-rebalance waits out session timeouts on two brokers
@@ -1227,20 +1227,8 @@ def main() -> None:
         return
     if os.geteuid() != 0:
         sys.exit("needs root (ip netns, tcpdump)")
-    names = args.only.split(",") if args.only else list(SCENARIOS)
-    unknown = [n for n in names if n not in SCENARIOS]
-    if unknown:
-        sys.exit(f"unknown scenario(s): {unknown}; known: {list(SCENARIOS)}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    failed = []
-    for name in names:
-        try:
-            record(name, out_dir)
-        except Exception as e:  # noqa: BLE001 - keep recording the others
-            print(f"{name}: FAILED: {e}", file=sys.stderr)
-            failed.append(name)
-    if failed:
-        sys.exit(f"failed: {failed}")
+    record_scenarios(SCENARIOS, args.only, lambda name: record(name, out_dir))
 
 
 if __name__ == "__main__":

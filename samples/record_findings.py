@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE))
 import record  # noqa: E402 - samples/record.py: the client-report helpers
 from record import Report, ck_error_cb, lib_aio, lib_ck, note_consumed, note_delivery  # noqa: E402
 
-from tests.brokers import netns, run_tansu, tcpdump  # noqa: E402
+from tests.brokers import netns, record_scenarios, run_tansu, tcpdump  # noqa: E402
 
 CLIENT_PORT = 9092    # what the clients connect to (tansu, or the proxy in front of it); the only port captured
 UPSTREAM_PORT = 9093  # tansu's own port when a proxy sits in front
@@ -540,21 +540,9 @@ def main() -> None:
         return
     if os.geteuid() != 0:
         sys.exit("needs root (ip netns, tcpdump)")
-    names = args.only.split(",") if args.only else list(SCENARIOS)
-    unknown = [n for n in names if n not in SCENARIOS]
-    if unknown:
-        sys.exit(f"unknown scenario(s): {unknown}; known: {list(SCENARIOS)}")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    failed = []
-    for name in names:
-        try:
-            record_one(name, out_dir)
-        except Exception as e:  # noqa: BLE001 - keep recording the others
-            print(f"{name}: FAILED: {e}", file=sys.stderr)
-            failed.append(name)
-    if failed:
-        sys.exit(f"failed: {failed}")
+    record_scenarios(SCENARIOS, args.only, lambda name: record_one(name, out_dir))
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import record  # noqa: E402  (the plaintext recorder: its client report helpers)
-from tests.brokers import netns, tansu_binary, tcpdump, wait_for_port  # noqa: E402
+from tests.brokers import netns, record_scenarios, tansu_binary, tcpdump, wait_for_port  # noqa: E402
 
 TANSU_PORT = 9092
 HOST = "broker.kafka.test"
@@ -458,20 +458,8 @@ def main() -> None:
         return
     if os.geteuid() != 0:
         sys.exit("needs root (ip netns, tcpdump)")
-    names = args.only.split(",") if args.only else list(SCENARIOS)
-    unknown = [n for n in names if n not in SCENARIOS]
-    if unknown:
-        sys.exit(f"unknown scenario(s): {unknown}; known: {list(SCENARIOS)}")
     out_dir = Path(args.out)
-    failed = []
-    for name in names:
-        try:
-            record_one(name, out_dir)
-        except Exception as e:  # noqa: BLE001 - keep recording the others
-            print(f"{name}: FAILED: {e}", file=sys.stderr)
-            failed.append(name)
-    if failed:
-        sys.exit(f"failed: {failed}")
+    record_scenarios(SCENARIOS, args.only, lambda name: record_one(name, out_dir))
 
 
 if __name__ == "__main__":

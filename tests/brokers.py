@@ -16,12 +16,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 __all__ = [
     "free_port",
     "in_netns",
     "netns",
+    "record_scenarios",
     "run_tansu",
     "tansu_binary",
     "tcpdump",
@@ -206,3 +207,21 @@ def _wait_stable(path: str | os.PathLike, quiet: float = 1.6, limit: float = 120
         elif time.monotonic() - since >= quiet:
             return
         time.sleep(0.1)
+
+
+def record_scenarios(scenarios: Sequence[str], only: str | None, record: Callable[[str], None]) -> None:
+    """The sample recorders' loop: run the named scenarios (all by default), keep going past a failure,
+    exit non-zero naming the ones that failed."""
+    names = only.split(",") if only else list(scenarios)
+    unknown = [n for n in names if n not in scenarios]
+    if unknown:
+        sys.exit(f"unknown scenario(s): {unknown}; known: {list(scenarios)}")
+    failed = []
+    for name in names:
+        try:
+            record(name)
+        except Exception as e:  # noqa: BLE001 - keep recording the others
+            print(f"{name}: FAILED: {e}", file=sys.stderr)
+            failed.append(name)
+    if failed:
+        sys.exit(f"failed: {failed}")
