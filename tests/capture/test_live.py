@@ -127,8 +127,8 @@ def test_live_capture_of_a_real_producer() -> None:
 
 # -- the spool, drops, the kernel filter ------------------------------------------------------------
 
-def _flood(port: int, nbytes: int) -> None:
-    """Real TCP on loopback: a client sends ``nbytes`` to a listener that reads and discards them."""
+def _flood(port: int, nbytes: int, chunk: bytes = bytes(range(256)) * 256) -> None:
+    """Real TCP on loopback: a client sends ``nbytes`` (``chunk`` repeated) to a listener that discards them."""
     import socket
     server = socket.socket()
     server.bind(("127.0.0.1", port))
@@ -141,7 +141,6 @@ def _flood(port: int, nbytes: int) -> None:
                 pass
     th = threading.Thread(target=sink, daemon=True)
     th.start()
-    chunk = bytes(range(256)) * 256
     with socket.create_connection(("127.0.0.1", port)) as c:
         for _ in range(nbytes // len(chunk)):
             c.sendall(chunk)
