@@ -255,6 +255,7 @@ class RecordsSummary:
     tail_bytes: int = 0
     error: str | None = None
     error_offset: int | None = None
+    first_crc: int | None = None     # the first entry's CRC as sent: with the counts, what identifies a re-sent batch
     # The summarized bytes themselves (a reference, not a copy, for bytes input),
     # so a later full decode needs no second pass over the frame; not in to_dict.
     data: bytes | None = field(default=None, repr=False, compare=False)
@@ -278,6 +279,7 @@ class RecordsSummary:
             "control": self.control,
             "crc_checked": self.crc_checked,
             "crc_failures": list(self.crc_failures),
+            "first_crc": self.first_crc,
             "partial_tail": self.partial_tail,
             "tail_bytes": self.tail_bytes,
             "error": self.error,
@@ -319,7 +321,7 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
     budget: Budget | None = None
     first_offset = last_offset = first_ts = max_ts = None
     codec = -1
-    pid = pepoch = bseq = None
+    pid = pepoch = bseq = first_crc = None
     transactional = control = False
     failures: list[int] = []
     partial = False
@@ -352,6 +354,7 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
                 first_ts = base_ts
                 pid, pepoch, bseq = p_id, p_epoch, b_seq
                 codec = c
+                first_crc = crc
             elif codec != c:
                 codec = 8
             if max_ts is None or max_t > max_ts:
@@ -390,6 +393,7 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
                 first_offset = first
                 first_ts = ts
                 codec = c
+                first_crc = crc
             elif codec != c:
                 codec = 8
             if ts is not None and (max_ts is None or ts > max_ts):
@@ -423,6 +427,7 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
         n - pos if partial else 0,
         err,
         pos if err else None,
+        first_crc,
         data if isinstance(data, bytes) else bytes(data),
     )
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from dataclasses import fields, is_dataclass
+from typing import Any
 
 import orjson
-from typing import Any
 
 from dissector.codecs import render_bytes
 from dissector.schema import error_name
@@ -16,12 +17,16 @@ def _default(value: Any) -> Any:
     to_dict = getattr(value, "to_dict", None)
     if to_dict is not None:  # RecordsSummary and friends
         return to_dict()
+    if is_dataclass(value):
+        return {f.name: getattr(value, f.name) for f in fields(value)}
     return str(value)
 
 
 # orjson: every exchange writes two bodies, and the stdlib encoder was the dataset's
 # largest single cost. Non-string keys are the raw unknown tags, keyed by tag number.
-_OPTIONS = orjson.OPT_NON_STR_KEYS
+# Dataclasses go through _default: orjson would write every field of a RecordsSummary,
+# the records' own bytes included, where the body must carry only the summary.
+_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 def body_json(body: dict[str, Any] | None) -> str | None:

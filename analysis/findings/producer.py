@@ -29,7 +29,7 @@ def _s(*fields: tuple[str, object]) -> StructType:
 _RECORDS = _s(("record_count", LongType()), ("batch_count", LongType()), ("total_bytes", LongType()),
               ("first_timestamp", LongType()), ("max_timestamp", LongType()), ("codec", StringType()),
               ("producer_id", LongType()), ("producer_epoch", IntegerType()), ("base_sequence", LongType()),
-              ("magics", ArrayType(IntegerType())), ("data", StringType()))
+              ("magics", ArrayType(IntegerType())), ("first_crc", LongType()))
 _PRODUCE = _s(("acks", IntegerType()), ("transactional_id", StringType()),
               ("topic_data", ArrayType(_s(("name", StringType()), ("topic_id", StringType()),
                                           ("partition_data", ArrayType(_s(("index", IntegerType()),
@@ -48,10 +48,7 @@ def produce_batches(exchanges: DataFrame) -> DataFrame:
         F.col("body.acks").alias("acks"),
         F.coalesce("t.name", "t.topic_id").alias("topic"),
         F.col("p.index").alias("partition"),
-        F.col("p.records.*"),
-        # The batch bytes start "base64:"; 28 base64 characters cover the first 21 bytes, up to and
-        # including the first batch's CRC (v2 and legacy alike): what identifies a re-sent batch.
-        F.substring("p.records.data", 1, 35).alias("batch_head"))
+        F.col("p.records.*"))
 
 
 def _produce_outcomes(partitions: DataFrame) -> DataFrame:
@@ -166,9 +163,9 @@ def acks(inp: Inputs, th: Thresholds) -> DataFrame:
 
 def _resent(inp: Inputs) -> DataFrame:
     """Batches sent more than once: same client, topic-partition, batch CRC, records, size and timestamps."""
-    key = ["capture", "client_id", "topic", "partition", "batch_head", "record_count", "total_bytes",
+    key = ["capture", "client_id", "topic", "partition", "first_crc", "record_count", "total_bytes",
            "first_timestamp", "max_timestamp", "producer_id", "base_sequence"]
-    b = produce_batches(inp.exchanges).where(F.col("batch_count") > 0).drop("data")
+    b = produce_batches(inp.exchanges).where(F.col("batch_count") > 0)
     out = _produce_outcomes(inp.partitions)
     b = b.join(out, ["capture", "connection", "correlation_id", "topic", "partition"], "left")
     return (b.groupBy(*key)

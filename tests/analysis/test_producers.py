@@ -11,7 +11,7 @@ pytestmark = pytest.mark.slow
 
 def batch(index, batches, records, pid, epoch, transactional):
     return {"index": index, "records": {"batch_count": batches, "record_count": records, "producer_id": pid,
-                                        "producer_epoch": epoch, "transactional": transactional, "data": "base64:"}}
+                                        "producer_epoch": epoch, "transactional": transactional}}
 
 
 def test_producers_batches_and_transactions(spark):

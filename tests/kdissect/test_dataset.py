@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import kdissect
 from kdissect.tables import SCHEMAS
 
-from .conftest import PUBLIC, public, read_table
+from .conftest import PUBLIC, SAMPLES, public, read_table
 
 SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
 PCAP_HEADER = bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000")  # no packets
@@ -64,6 +64,7 @@ def test_produce_v7_exchange(exchanges) -> None:
     part = req["topic_data"][0]["partition_data"][0]
     assert req["topic_data"][0]["name"] == "quickstart-events"
     assert part["records"]["record_count"] == 1 and part["records"]["crc_failures"] == []
+    assert isinstance(part["records"]["first_crc"], int)
     resp = json.loads(r.response)
     assert resp["responses"][0]["partition_responses"][0]["base_offset"] == 7
 
@@ -112,6 +113,32 @@ def test_idempotent_producer_start(exchanges) -> None:
     assert list(rows.correlation_id) == [3, 4, 5, 6]
     assert set(rows.client_id) == {"console-producer"} and (rows.latency_ms > 0).all()
     assert (rows.status == "ok").all()
+
+
+def test_records_fields_carry_their_summary_not_the_records(tmp_path: Path) -> None:
+    """Record payloads reach the dataset only with --records/--record-bytes, never inside a body's JSON."""
+    from dissector.records import RecordsSummary
+    kdissect.write_dataset([SAMPLES / "mock-produce-consume.pcap"], tmp_path, record_bytes=True)
+    exchanges = read_table(tmp_path, "exchanges").to_pandas()
+    summary_keys = set(RecordsSummary().to_dict())
+
+    def records_fields(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "records" and isinstance(v, dict):
+                    yield v
+                else:
+                    yield from records_fields(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from records_fields(v)
+    seen = {"Produce": 0, "Fetch": 0}
+    for r in exchanges[exchanges.api_name.isin(list(seen))].itertuples():
+        for text in (r.request, r.response):
+            for rec in records_fields(json.loads(text) if text else None):
+                assert set(rec) == summary_keys, set(rec) ^ summary_keys
+                seen[r.api_name] += 1
+    assert seen["Produce"] and seen["Fetch"], seen
 
 
 def test_json_bodies_parse_with_snake_case_names(exchanges) -> None:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import itertools
 import json
-import struct
 import zlib
 
 from pyspark.sql import DataFrame, SparkSession
@@ -47,13 +45,7 @@ def produce_body(topic: str = "t", partition: int = 0, *, acks: int = -1, record
             "total_bytes": size, "magics": [magic], "batch_count": batches, "record_count": records,
             "first_timestamp": first_ts, "max_timestamp": first_ts, "codec": codec, "producer_id": producer_id,
             "producer_epoch": 0 if producer_id >= 0 else -1, "base_sequence": base_sequence,
-            "data": "base64:" + base64.b64encode(_batch_head(size, magic, first_ts, records)).decode()}}]}]}
-
-
-def _batch_head(size: int, magic: int, first_ts: int, records: int) -> bytes:
-    """The first 21 bytes of a v2 batch (base offset, length, leader epoch, magic, CRC), CRC made up."""
-    crc = zlib.crc32(f"{first_ts}/{records}/{size}".encode())
-    return struct.pack(">qiibI", 0, size - 12, -1, magic, crc) + b"\0" * 8
+            "first_crc": zlib.crc32(f"{first_ts}/{records}/{size}".encode())}}]}]}  # a made-up CRC
 
 
 def run(spark: SparkSession, rule_id: str, exchanges: list[dict], partitions: list[dict] = (), **overrides):

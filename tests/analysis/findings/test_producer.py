@@ -105,7 +105,7 @@ def test_same_size_same_millisecond_batches_with_other_content_are_not_resends(s
     # Two one-record batches in the same millisecond, same size: only the CRC tells them apart.
     a = produce_body(records=1, size=198, first_ts=5)
     b = json.loads(json.dumps(a))
-    b["topic_data"][0]["partition_data"][0]["records"]["data"] = produce_body(records=1, size=198, first_ts=6)[
-        "topic_data"][0]["partition_data"][0]["records"]["data"]
+    b["topic_data"][0]["partition_data"][0]["records"]["first_crc"] = produce_body(records=1, size=198, first_ts=6)[
+        "topic_data"][0]["partition_data"][0]["records"]["first_crc"]
     rows = [ex("Produce", 0, client="c", request=a), ex("Produce", 0.001, client="c", request=b)]
     assert run(spark, "producer.not_idempotent", rows) == []
