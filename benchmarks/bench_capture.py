@@ -35,7 +35,7 @@ from capture.packet import parser_for
 
 DATA = ROOT / "benchmarks" / "data"
 WORK = Path(tempfile.gettempdir()) / "kafka-dissect-bench"
-TEMPLATE = Path("/work/shared/public-captures/deepflowio__deepflow__00-produce-v7-sw8.pcap")
+TEMPLATE = ROOT.parent / "shared" / "public-captures" / "deepflowio__deepflow__00-produce-v7-sw8.pcap"
 
 
 class NullConnection:

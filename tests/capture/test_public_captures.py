@@ -11,9 +11,7 @@ import pytest
 from capture import ConnectionEnd, read_capture
 from dissector.events import Anomaly, Exchange
 
-PUBLIC = Path(__file__).resolve().parents[3] / "shared" / "public-captures"
-if not PUBLIC.is_dir():
-    PUBLIC = Path("/work/shared/public-captures")
+PUBLIC = Path(__file__).resolve().parents[2].parent / "shared" / "public-captures"  # ../shared beside the checkout
 
 pytestmark = pytest.mark.skipif(not PUBLIC.is_dir(), reason="public captures not available")
 
