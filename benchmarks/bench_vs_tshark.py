@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,7 +93,9 @@ class Tshark:
         """The command line, and the capture path it reads (inside the root for tshark44)."""
         if self.root is None:
             return [self.path or "tshark"], capture
-        inside = Path("/tmp") / f"kd-bench-{os.getpid()}-{capture.name}"
+        # Named by the whole path: captures of two sizes share a file name (small/x.pcap, full/x.pcap).
+        tag = zlib.crc32(str(capture.resolve()).encode())
+        inside = Path("/tmp") / f"kd-bench-{os.getpid()}-{tag:08x}-{capture.name}"
         if not (self.root / inside.relative_to("/")).exists():
             shutil.copyfile(capture, self.root / inside.relative_to("/"))
         return ["chroot", str(self.root), "tshark"], inside
@@ -133,7 +136,7 @@ def dataset_facts(outdir: Path) -> tuple[int, list[int]]:
 def bench(capture: Path, work: Path, repeat: int, jobs: int, tshark: Tshark) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)        # as installed: bytecode cached, not compiled per run
-    out = work / f"{capture.stem}-dataset"
+    out = work / f"{capture.stem}-{zlib.crc32(str(capture.resolve()).encode()):08x}-dataset"
     kd = [sys.executable, "-m", "kdissect", "decode", str(capture), "-o", str(out), "-q"]
     subprocess.run(kd + ["--jobs", "1"], env=env, check=True)     # warm-up: bytecode, page cache, ports
     exchanges, ports = dataset_facts(out)
