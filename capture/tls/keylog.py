@@ -3,9 +3,10 @@
 Format (one per line): ``LABEL <client random hex> <secret hex>``; comments,
 blank lines, unknown labels and malformed lines (a log cut mid-line) are
 skipped. Secrets stay in the file: the index keeps, per line, one 64-bit
-number (the first 3 bytes of its client random and the line's offset, in a
-sorted numpy array: 8 bytes a line), and a lookup reads only the lines of the
-connection at hand. A file
+number (the first 3 bytes of its client random and the line's offset) in an
+unnamed temporary file, split by the random's first byte, so memory does not
+grow with the key log; a lookup reads one part of the index and only
+the lines of the connection at hand. A file
 that grows (a live client appending after each handshake) is re-read from
 where the last read stopped.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -57,19 +59,76 @@ def check_readable(path: str) -> None:
 
 # One uint64 per indexed line: the client random's first 3 bytes above the line's offset (40 bits,
 # files up to 1 TiB). A prefix shared by two randoms costs one more line read, never a wrong key:
-# the line's full random is compared.
+# the line's full random is compared. The entries live on disk (see _Index), so memory stays the
+# same whatever the key log's size.
 _OFFSET_BITS = 40
 _OFFSET_MASK = (1 << _OFFSET_BITS) - 1
+_PART_SHIFT = 56                                    # the random's first byte names an index part
+_FLUSH = 64 << 10                                   # entries gathered in memory before they go to disk
+_MAX_RUNS = 4                                       # runs on disk before they are merged into one
 _LINE = re.compile(rb"^(?:" + b"|".join(sorted(_BLABELS)) + rb") ([0-9a-fA-F]{6})[0-9a-fA-F]{58} ", re.M)
 
 
+class _Index:
+    """Index entries in an unnamed temporary file (it goes with the process, however that ends).
+
+    Entries arrive in sorted runs; per run only where each of the 256 parts (the
+    random's first byte) starts is kept in memory, and runs are merged when
+    there are too many, so a lookup reads one part: 31 KB at a million lines.
+    """
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix="kdissect-keylog-")     # offsets only, never secrets
+        self._runs: list[tuple[int, np.ndarray]] = []     # (byte offset in the file, 257 part bounds)
+        self._end = 0
+
+    def add(self, entries: np.ndarray) -> None:
+        import numpy as np
+        entries.sort()
+        first = (entries >> np.uint64(_PART_SHIFT)).astype(np.uint8)
+        self._runs.append((self._end, np.searchsorted(first, np.arange(257), side="left")))
+        self._file.seek(self._end)
+        self._file.write(entries.tobytes())
+        self._end += entries.nbytes
+        if len(self._runs) > _MAX_RUNS:
+            self._merge()
+
+    def part(self, first: int) -> np.ndarray:
+        """Every entry whose random starts with the byte ``first``."""
+        import numpy as np
+        pieces = []
+        for start, bounds in self._runs:
+            lo, hi = int(bounds[first]), int(bounds[first + 1])
+            if hi > lo:
+                self._file.seek(start + 8 * lo)
+                pieces.append(np.frombuffer(self._file.read(8 * (hi - lo)), dtype=np.uint64))
+        if len(pieces) == 1:
+            return pieces[0]
+        return np.concatenate(pieces) if pieces else np.empty(0, dtype=np.uint64)
+
+    def _merge(self) -> None:
+        import numpy as np
+        merged = tempfile.TemporaryFile(prefix="kdissect-keylog-")
+        bounds = [0]
+        for first in range(256):                          # one part in memory at a time
+            entries = np.sort(self.part(first))
+            merged.write(entries.tobytes())
+            bounds.append(bounds[-1] + len(entries))
+        self._file.close()
+        self._file, self._end = merged, merged.tell()
+        self._runs = [(0, np.array(bounds, dtype=np.int64))]
+
+    def close(self) -> None:
+        self._file.close()
+
+
 class _KeyFile:
-    """One key log file: a sorted index of (random prefix, line offset), read incrementally."""
+    """One key log file: an on-disk index of (random prefix, line offset), read incrementally."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._done = 0                      # bytes indexed so far (always at a line start)
-        self._index: list[np.ndarray] = []  # sorted uint64 segments, one per read
+        self._index: _Index | None = None   # made at the first indexed line
         self.lines = 0
         check_readable(path)
 
@@ -81,10 +140,14 @@ class _KeyFile:
         except OSError:
             return False
         if size < self._done:               # truncated and rewritten: start over
-            self._done, self._index = 0, []
+            if self._index is not None:
+                self._index.close()
+            self._index, self._done, self.lines = None, 0, 0
         if size == self._done:
             return False
+        before = self.lines
         parts: list[np.ndarray] = []
+        pending = 0
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._done)
@@ -97,6 +160,10 @@ class _KeyFile:
                     end = data.rfind(b"\n") + 1          # whole lines only; the rest waits for more
                     if end:
                         parts.append(self._entries(data[:end], pos))
+                        pending += len(parts[-1])
+                        if pending >= _FLUSH:           # bounded memory: this much goes to disk
+                            self._store(parts)
+                            parts, pending = [], 0
                     pos += end
                     tail = data[end:]
                     if len(tail) > _MAX_LINE:           # no newline for this long: not a key log line
@@ -104,22 +171,11 @@ class _KeyFile:
                 if final and tail:
                     parts.append(self._entries(tail + b"\n", pos))
                     pos += len(tail)
+                self._store(parts)
         except OSError:
-            return False
+            return self.lines > before
         self._done = pos
-        found = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
-        del parts
-        if not len(found):
-            return False
-        found.sort()
-        self._index.append(found)
-        if len(self._index) > 8:            # keep lookups cheap on a long-growing file
-            merged = np.concatenate(self._index)
-            self._index = []
-            merged.sort()
-            self._index = [merged]
-        self.lines += len(found)
-        return True
+        return self.lines > before
 
     @staticmethod
     def _entries(data: bytes, base: int) -> np.ndarray:
@@ -128,22 +184,32 @@ class _KeyFile:
         return np.fromiter(((int(m[1], 16) << _OFFSET_BITS) | (base + m.start()) for m in _LINE.finditer(data)),
                            dtype=np.uint64)
 
+    def _store(self, parts: list[np.ndarray]) -> None:
+        import numpy as np
+        found = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+        if not len(found):
+            return
+        if self._index is None:
+            self._index = _Index()
+        self._index.add(found)
+        self.lines += len(found)
+
     def lookup(self, client_random: bytes) -> Secrets:
         import numpy as np
-        prefix = int.from_bytes(client_random[:3], "big")
-        lo = np.uint64(prefix << _OFFSET_BITS)
-        offsets = []
-        for index in self._index:
-            i = int(np.searchsorted(index, lo, side="left"))
-            while i < len(index) and int(index[i]) >> _OFFSET_BITS == prefix:
-                offsets.append(int(index[i]) & _OFFSET_MASK)
-                i += 1
         out: Secrets = {}
-        if not offsets:
+        if self._index is None or len(client_random) < 3:
+            return out
+        prefix = int.from_bytes(client_random[:3], "big")
+        try:
+            entries = self._index.part(client_random[0])
+        except OSError:
+            return out
+        hits = entries[(entries >> np.uint64(_OFFSET_BITS)) == np.uint64(prefix)] & np.uint64(_OFFSET_MASK)
+        if not len(hits):
             return out
         try:
             with open(self.path, "rb") as f:
-                for off in sorted(offsets):
+                for off in sorted(int(h) for h in hits):
                     f.seek(off)
                     got = parse_line(f.readline(_MAX_LINE))
                     if got is not None and got[1] == client_random:

@@ -62,3 +62,32 @@ def test_an_unreadable_key_log_is_one_line_naming_the_file(tmp_path: Path) -> No
         with pytest.raises(KeyLogError) as err:
             KeyLog([bad])
         assert str(bad) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_long_log_indexed_in_many_runs_finds_every_key_and_leaves_no_file(tmp_path: Path, monkeypatch) -> None:
+    import os
+    import tempfile
+
+    from capture.tls import keylog
+    monkeypatch.setattr(keylog, "_FLUSH", 50)              # many runs on disk, and merges of them
+    monkeypatch.setattr(keylog, "_CHUNK", 4096)
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    path = tmp_path / "keys.log"
+    randoms = [os.urandom(32) for _ in range(3000)]
+    randoms[1] = randoms[0][:3] + os.urandom(29)            # the same index prefix: told apart by the line
+    path.write_text("".join(f"CLIENT_RANDOM {r.hex()} {i:096x}\n" for i, r in enumerate(randoms[:2000])))
+    log = KeyLog([path], live=True)
+    log.refresh()
+    with open(path, "a") as f:                              # a live log growing by many runs again
+        f.write("".join(f"CLIENT_RANDOM {r.hex()} {i + 2000:096x}\n" for i, r in enumerate(randoms[2000:])))
+    assert log.refresh() and log.lines == 3000
+    for i in range(0, 3000, 7):
+        assert log.lookup(randoms[i]) == {"CLIENT_RANDOM": bytes.fromhex(f"{i:096x}")}
+    assert log.lookup(randoms[1]) == {"CLIENT_RANDOM": bytes.fromhex(f"{1:096x}")}
+    assert log.lookup(os.urandom(32)) == {}
+    path.write_text(f"CLIENT_RANDOM {R1} {MS}\n")           # rewritten shorter: indexed again from the start
+    log.refresh()
+    assert log.lookup(bytes.fromhex(R1)) == {"CLIENT_RANDOM": bytes.fromhex(MS)} and log.lookup(randoms[5]) == {}
+    assert not list(private.iterdir())                      # the index file has no name: nothing to clean up
