@@ -221,7 +221,7 @@ def kp_consume(rep, cid: str, group: str, topics: list[str], expect: int, ctx: s
             **record.GROUP_TIMEOUTS_PY}
     entry = rep.client(cid, record.lib_kp(), "consumer", conf)
     c = KafkaConsumer(*topics, bootstrap_servers=BOOTSTRAP, client_id=cid, security_protocol="SSL",
-                      ssl_context=ctx, **conf)
+                      ssl_context=ctx, fetch_max_wait_ms=FETCH_MAX_WAIT_MS, **conf)
     got, deadline, linger_until = 0, time.monotonic() + 40, None
     while time.monotonic() < deadline:
         if got >= expect and linger_until is None:
@@ -242,6 +242,11 @@ def kp_consume(rep, cid: str, group: str, topics: list[str], expect: int, ctx: s
         off = c.committed(tp)
         if off is not None:
             record._tp(entry["committed"], tp.topic, tp.partition)["offset"] = off
+    # As aio_consume: no new Fetch, and the one in flight answered (read by polling) before closing.
+    c.pause(*assignment)
+    until = time.monotonic() + 2 * FETCH_MAX_WAIT_MS / 1000 + 0.5
+    while time.monotonic() < until:
+        c.poll(timeout_ms=100)
     c.close()
     return entry
 
@@ -274,7 +279,7 @@ async def aio_consume(rep, cid: str, group: str, topics: list[str], expect: int,
             **record.GROUP_TIMEOUTS_PY}
     entry = rep.client(cid, record.lib_aio(), "consumer", conf)
     c = AIOKafkaConsumer(*topics, bootstrap_servers=BOOTSTRAP, client_id=cid, security_protocol="SSL",
-                         ssl_context=ctx, **conf)
+                         ssl_context=ctx, fetch_max_wait_ms=FETCH_MAX_WAIT_MS, **conf)
     await c.start()
     try:
         got, deadline, linger_until = 0, time.monotonic() + 40, None
@@ -297,12 +302,17 @@ async def aio_consume(rep, cid: str, group: str, topics: list[str], expect: int,
             off = await c.committed(tp)
             if off is not None:
                 record._tp(entry["committed"], tp.topic, tp.partition)["offset"] = off
+        # A Fetch is always in flight (long-polling up to fetch_max_wait_ms): stop fetching and let its
+        # answer come back before closing, so every request on the wire has its response.
+        c.pause(*assignment)
+        await asyncio.sleep(2 * FETCH_MAX_WAIT_MS / 1000 + 0.5)
     finally:
         await c.stop()
     return entry
 
 
 BOOTSTRAP = ""
+FETCH_MAX_WAIT_MS = 500              # both clients' default, named: the consumers wait out one before closing
 OP_NO_ENCRYPT_THEN_MAC = 1 << 19     # OpenSSL's SSL_OP_NO_ENCRYPT_THEN_MAC (not named by Python's ssl)
 
 
