@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from kdissect.compare import run_compare  # noqa: E402
 
+_DIFFER = re.compile(r"^differ  frame \d+ \S+ (.*)$")      # the message without frame and connection
 _SUMMARY = re.compile(r"^(messages compared|agreeing|disagreeing|only kdissect|only wireshark)\s+(\d+)(.*)$")
 
 
@@ -88,11 +90,13 @@ def main() -> None:
     header = f"{'sample':<26} {'hop':<16} {'compared':>8} {'agree':>6} {'differ':>6} {'only kd':>7} {'only ws':>7}  differ on"
     print(header)
     totals = {"tls": [0, 0], "plain": [0, 0]}       # compared, agreeing
+    same = True
     for name in names:
         runs: list[tuple[str, Path, Path | None]] = [("TLS, key log", samples / f"{name}.pcap", samples / f"{name}.keys")]
         if (samples / f"{name}.pcapng").exists():
             runs.append(("TLS, pcapng DSB", samples / f"{name}.pcapng", None))
         runs.append(("plaintext hop", samples / f"{name}.plain.pcap", None))
+        seen: dict[str, Counter[str]] = {}
         for hop, path, keys in runs:
             if keys is not None:
                 with SharedKeyLog(keys, chroot) as keylog:
@@ -107,8 +111,17 @@ def main() -> None:
             if args.verbose:
                 for line in lines:
                     print(f"    {line}")
+            seen[hop] = Counter(m[1] if (m := _DIFFER.match(line)) else line for line in lines)
+        reference = seen.pop("plaintext hop")
+        for hop, found in seen.items():
+            if found != reference:
+                same = False
+                print(f"{name:<26} {hop:<16} disagrees with Wireshark where the plaintext hop does not: "
+                      f"{sorted((found - reference) + (reference - found))}")
     for hop, (n, ok) in totals.items():
         print(f"total {hop:<6} messages compared {n}, agreeing {ok}, disagreeing {n - ok}")
+    print("every TLS run disagrees with Wireshark on exactly the messages (and fields) its plaintext hop does: "
+          f"{'yes' if same else 'NO'}")
 
 
 if __name__ == "__main__":
