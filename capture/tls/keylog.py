@@ -13,11 +13,12 @@ where the last read stopped.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import tempfile
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np      # imported where a key log is read: a decode without one never loads numpy
@@ -69,6 +70,14 @@ _MAX_RUNS = 4                                       # runs on disk before they a
 _LINE = re.compile(rb"^(?:" + b"|".join(sorted(_BLABELS)) + rb") ([0-9a-fA-F]{6})[0-9a-fA-F]{58} ", re.M)
 
 
+def _scratch() -> IO[bytes]:
+    """An unnamed temporary file for index entries (offsets only, never secrets); in memory if none can be made."""
+    try:
+        return tempfile.TemporaryFile(prefix="kdissect-keylog-")
+    except OSError:
+        return io.BytesIO()             # no usable $TMPDIR: still correct, memory grows 8 B a line
+
+
 class _Index:
     """Index entries in an unnamed temporary file (it goes with the process, however that ends).
 
@@ -78,7 +87,7 @@ class _Index:
     """
 
     def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile(prefix="kdissect-keylog-")     # offsets only, never secrets
+        self._file = _scratch()
         self._runs: list[tuple[int, np.ndarray]] = []     # (byte offset in the file, 257 part bounds)
         self._end = 0
 
@@ -108,7 +117,7 @@ class _Index:
 
     def _merge(self) -> None:
         import numpy as np
-        merged = tempfile.TemporaryFile(prefix="kdissect-keylog-")
+        merged = _scratch()
         bounds = [0]
         for first in range(256):                          # one part in memory at a time
             entries = np.sort(self.part(first))

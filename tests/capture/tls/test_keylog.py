@@ -91,3 +91,12 @@ def test_a_long_log_indexed_in_many_runs_finds_every_key_and_leaves_no_file(tmp_
     log.refresh()
     assert log.lookup(bytes.fromhex(R1)) == {"CLIENT_RANDOM": bytes.fromhex(MS)} and log.lookup(randoms[5]) == {}
     assert not list(private.iterdir())                      # the index file has no name: nothing to clean up
+
+
+def test_without_a_usable_temporary_directory_the_index_stays_in_memory(tmp_path: Path, monkeypatch) -> None:
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    path = tmp_path / "keys.log"
+    path.write_text(TEXT)
+    log = KeyLog([path])
+    assert log.lookup(bytes.fromhex(R1)) == {"CLIENT_RANDOM": bytes.fromhex(MS)}
