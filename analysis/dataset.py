@@ -255,10 +255,12 @@ def without_record_data(exchanges: DataFrame) -> DataFrame:
     """Exchanges minus what no job reads and that weighs most: the records' own bytes.
 
     Produce request bodies keep their batch summaries (producer id, counts) but
-    not ``"data"``; Fetch response bodies are dropped whole (their partition
+    not ``"data"`` (which only datasets of kdissect before ``first_crc`` carry); Fetch response bodies are dropped whole (their partition
     entries are in ``partitions``).
     """
-    produce, fetch = F.col("api_key") == 0, F.col("api_key") == 1
+    # Datasets written since record bytes left the bodies have no "data" to strip: skip the regex.
+    produce = (F.col("api_key") == 0) & F.col("request").contains('"data":"')
+    fetch = F.col("api_key") == 1
     return (exchanges
             .withColumn("request", F.when(produce, F.regexp_replace("request", r'"data":"[^"]*"', '"data":null'))
                         .otherwise(F.col("request")))

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from analysis.findings import brokers, clients, consumers, groups, producer
 from analysis.findings.config import Config, FindingsConfigError, load
-from analysis.findings.core import COLUMNS, FINDINGS, SEVERITIES, Inputs, Rule
+from analysis.findings.core import COLUMNS, FINDINGS, SEVERITIES, Inputs, Rule, with_client
 
 RULES: tuple[Rule, ...] = producer.RULES + clients.RULES + consumers.RULES + groups.RULES + brokers.RULES
 BY_ID = {r.id: r for r in RULES}
@@ -30,9 +30,21 @@ def severity_rank() -> F.Column:
     return F.array_position(F.array(*[F.lit(s) for s in SEVERITIES]), F.col("severity"))
 
 
+def prepared(inp: Inputs) -> Inputs:
+    """The inputs with what several rules derive (parsed Produce batches, partitions with their client)
+    computed once and kept by Spark."""
+    from dataclasses import replace
+
+    from pyspark import StorageLevel
+    keep = StorageLevel.MEMORY_AND_DISK
+    return replace(inp, produce=producer.produce_batches(inp.exchanges).persist(keep),
+                   partitions_with_client=with_client(inp.partitions, inp.exchanges).persist(keep))
+
+
 def findings(inp: Inputs, config: Config | None = None) -> DataFrame:
     """Every enabled rule's findings, worst first, then by time."""
     cfg = config or load(RULES)
+    inp = prepared(inp)
     parts = [r.run(inp, cfg.for_rule(r.id)) for r in RULES if r.id not in cfg.disabled]
     spark = inp.exchanges.sparkSession
     empty = spark.createDataFrame([], FINDINGS)

@@ -11,6 +11,7 @@ from analysis.findings.core import (
     Thresholds,
     emit,
     fmt,
+    parts_with_client,
     per_second,
     requests_of,
     rounded,
@@ -33,7 +34,7 @@ def commit_per_message(inp: Inputs, th: Thresholds) -> DataFrame:
                    F.percentile_approx("step", 0.5).alias("median_step"),
                    F.sort_array(F.collect_set("client_id")).alias("clients")))
     # Fetches of the same partition by the committing clients that brought records.
-    fetched = (with_client(inp.partitions, inp.exchanges)
+    fetched = (parts_with_client(inp)
                .where((F.col("api_name") == "Fetch") & (F.col("direction") == "response")
                       & (F.col("record_count") > 0))
                .groupBy("capture", "client_id", "topic", "partition")

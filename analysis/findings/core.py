@@ -39,6 +39,10 @@ class Inputs:
     exchanges: DataFrame
     partitions: DataFrame
     anomalies: DataFrame | None = None
+    # Derived once and kept by Spark when several rules read them (see ``findings.prepared``):
+    # parsing every Produce body once per rule was most of the findings' cost.
+    produce: DataFrame | None = None                 # producer.produce_batches(exchanges)
+    partitions_with_client: DataFrame | None = None  # with_client(partitions, exchanges)
 
 
 Thresholds = Mapping[str, float]
@@ -136,6 +140,13 @@ def with_client(partitions: DataFrame, exchanges: DataFrame) -> DataFrame:
     ex = exchanges.select("capture", "connection", "correlation_id", "client_id",
                           F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string")).alias("broker"))
     return partitions.join(ex, ["capture", "connection", "correlation_id"], "left")
+
+
+def parts_with_client(inp: Inputs) -> DataFrame:
+    """``with_client(inp.partitions, inp.exchanges)``, the shared one when prepared."""
+    if inp.partitions_with_client is not None:
+        return inp.partitions_with_client
+    return with_client(inp.partitions, inp.exchanges)
 
 
 def broker_of() -> Column:

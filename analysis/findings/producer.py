@@ -12,12 +12,12 @@ from analysis.findings.core import (
     Thresholds,
     emit,
     fmt,
+    parts_with_client,
     per_second,
     requests_of,
     rounded,
     show_line,
     tp,
-    with_client,
 )
 
 
@@ -51,6 +51,11 @@ def produce_batches(exchanges: DataFrame) -> DataFrame:
         F.col("p.records.*"))
 
 
+def batches_of(inp: Inputs) -> DataFrame:
+    """:func:`produce_batches` of the inputs, the shared one when prepared."""
+    return inp.produce if inp.produce is not None else produce_batches(inp.exchanges)
+
+
 def _produce_outcomes(partitions: DataFrame) -> DataFrame:
     return (partitions.where((F.col("api_name") == "Produce") & (F.col("direction") == "response"))
             .select("capture", "connection", "correlation_id", "topic", "partition",
@@ -60,7 +65,7 @@ def _produce_outcomes(partitions: DataFrame) -> DataFrame:
 # --------------------------------------------------------------------------
 
 def tiny_batches(inp: Inputs, th: Thresholds) -> DataFrame:
-    batches = produce_batches(inp.exchanges).where(F.col("batch_count") > 0)
+    batches = batches_of(inp).where(F.col("batch_count") > 0)
     per_req = (batches.groupBy("capture", "client_id", "connection", "correlation_id")
                .agg(F.min("request_ts").alias("ts"), F.sum("record_count").alias("records"),
                     F.sum("batch_count").alias("batches")))
@@ -84,7 +89,7 @@ def tiny_batches(inp: Inputs, th: Thresholds) -> DataFrame:
 
 
 def uncompressed(inp: Inputs, th: Thresholds) -> DataFrame:
-    rows = with_client(inp.partitions, inp.exchanges).where(
+    rows = parts_with_client(inp).where(
         (F.col("api_name") == "Produce") & (F.col("direction") == "request") & (F.col("bytes") > 0))
     agg = (rows.groupBy("capture", "topic")
            .agg(F.sum("bytes").alias("bytes"),
@@ -112,7 +117,7 @@ _TOO_LARGE = ("MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE")
 
 
 def large_batches(inp: Inputs, th: Thresholds) -> DataFrame:
-    rows = with_client(inp.partitions, inp.exchanges).where(F.col("api_name") == "Produce")
+    rows = parts_with_client(inp).where(F.col("api_name") == "Produce")
     sent = rows.where((F.col("direction") == "request") & (F.col("batch_count") > 0))
     near = (sent.where(F.col("bytes") / F.col("batch_count") >= th["near_limit_bytes"])
             .groupBy("capture", "client_id", "topic")
@@ -143,7 +148,7 @@ def large_batches(inp: Inputs, th: Thresholds) -> DataFrame:
 
 
 def acks(inp: Inputs, th: Thresholds) -> DataFrame:
-    batches = produce_batches(inp.exchanges).where(F.col("acks").isin(0, 1))
+    batches = batches_of(inp).where(F.col("acks").isin(0, 1))
     agg = (batches.groupBy("capture", "client_id", "acks")
            .agg(F.countDistinct("connection", "correlation_id").alias("requests"),
                 F.sort_array(F.collect_set("topic")).alias("topics"),
@@ -165,7 +170,7 @@ def _resent(inp: Inputs) -> DataFrame:
     """Batches sent more than once: same client, topic-partition, batch CRC, records, size and timestamps."""
     key = ["capture", "client_id", "topic", "partition", "first_crc", "record_count", "total_bytes",
            "first_timestamp", "max_timestamp", "producer_id", "base_sequence"]
-    b = produce_batches(inp.exchanges).where(F.col("batch_count") > 0)
+    b = batches_of(inp).where(F.col("batch_count") > 0)
     out = _produce_outcomes(inp.partitions)
     b = b.join(out, ["capture", "connection", "correlation_id", "topic", "partition"], "left")
     return (b.groupBy(*key)
