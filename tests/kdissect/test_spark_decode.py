@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -62,10 +63,24 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("inputs")
     for p in SAMPLES + PUBLIC:
         shutil.copy(p, d / p.name)
+    for p in SAMPLES[:4]:         # the same traffic at another time: the rows must follow the timestamps
+        _shifted(p, d / f"shifted-{p.name}", 86_400 * 400 + 3)
     (d / "notes.pcap").write_text("not a capture at all\n")
     whole = (REPO / "samples" / "group-rebalance.pcap").read_bytes()
     (d / "cut-short.pcap").write_bytes(whole[: len(whole) // 2 + 7])     # fails halfway: keeps what decoded
     return d
+
+
+def _shifted(src: Path, dst: Path, seconds: int) -> None:
+    """A copy of a classic pcap file with every packet ``seconds`` later."""
+    data = bytearray(src.read_bytes())
+    order = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    pos = 24
+    while pos + 16 <= len(data):
+        sec, _, incl, _ = struct.unpack_from(order + "IIII", data, pos)
+        struct.pack_into(order + "I", data, pos, sec + seconds)
+        pos += 16 + incl
+    dst.write_bytes(bytes(data))
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +107,31 @@ def test_spark_decode_writes_the_dataset_decode_writes(spark, inputs: Path, refe
     assert result.counts.exchanges == len(table_rows(reference, "exchanges"))
     assert any(r[0] == "cut-short.pcap" and r[3] == "capture_truncated" for r in table_rows(tmp_path, "anomalies"))
     assert any(r[0] == "cut-short.pcap" for r in table_rows(tmp_path, "exchanges"))
+    assert len({r[0] for r in table_rows(tmp_path, "exchanges") if r[0].startswith("shifted-")}) == 4
     assert not list(tmp_path.rglob(".*"))                       # no temporary file left behind
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="tcpdump needs root")
+def test_four_shards_of_a_capture_with_hundreds_of_connections_give_the_rows_of_one(spark, tmp_path: Path) -> None:
+    """150 librdkafka producers against tansu, captured: 300+ connections spread over 4 Spark tasks."""
+    pytest.importorskip("confluent_kafka")
+    from kdissect.spark_decode import spark_decode
+    from tests.brokers import run_tansu, tcpdump
+    from tests.kdissect.test_parallel import _CLIENTS
+    port = free_port()
+    pcap = tmp_path / "many.pcap"
+    with run_tansu(port) as bootstrap:
+        with tcpdump(pcap, iface="lo", bpf=["tcp", "port", str(port)], immediate=True):
+            out = subprocess.run([sys.executable, "-c", _CLIENTS, bootstrap, "150"], capture_output=True,
+                                 text=True, timeout=600, check=True)
+    assert int(out.stdout) == 150
+    one = decode_files([pcap], tmp_path / "one", DecodeOptions())
+    assert len(one.counts.connections) >= 300
+    spark_decode(spark, [pcap], tmp_path / "four", DecodeOptions(), shards=4)
+    per_share = [pq.read_metadata(f).num_rows for f in sorted((tmp_path / "four" / "exchanges").glob("*of4.parquet"))]
+    assert len(per_share) == 4 and min(per_share) > 0.1 * sum(per_share)     # every task had real work
+    for table in SHOWN:
+        assert table_rows(tmp_path / "four", table) == table_rows(tmp_path / "one", table), table
 
 
 def test_shards_give_the_rows_of_one(spark, inputs: Path, reference: Path, tmp_path: Path) -> None:
