@@ -43,6 +43,8 @@ from __future__ import annotations
 import struct
 from collections import deque
 from dissector.connection import Options
+from dissector.held import STEP as HELD_STEP
+from dissector.held import HeldBytes
 from dissector.events import Anomaly, DecodeFailure, Direction, Event, Exchange, Status
 from dissector.topics import TopicRegistry
 from dissector.v07.events import V07Request, V07Response
@@ -93,9 +95,11 @@ class _Gone:
 class _Side:
     """The bytes of one direction not yet cut into frames."""
 
-    __slots__ = ("buf", "start", "marks", "synced", "skip", "wait")
+    __slots__ = ("budget", "buf", "counted", "start", "marks", "synced", "skip", "wait")
 
-    def __init__(self, synced: bool) -> None:
+    def __init__(self, synced: bool, budget: HeldBytes | None = None) -> None:
+        self.budget = budget                    # the capture's bytes of unfinished frames (dissector/held.py)
+        self.counted = 0                        # of buf, the bytes counted in the budget
         self.buf = bytearray()
         self.start = 0                          # stream offset of buf[0]
         self.marks: deque[tuple[int, int]] = deque()   # (stream offset, capture ts) where each chunk began
@@ -118,6 +122,9 @@ class _Side:
     def consume(self, n: int) -> None:
         del self.buf[:n]
         self.start += n
+        if self.counted > len(self.buf):
+            self.budget.used -= self.counted - len(self.buf)  # type: ignore[union-attr]
+            self.counted = len(self.buf)
         marks = self.marks
         while len(marks) > 1 and marks[1][0] <= self.start:
             marks.popleft()
@@ -136,7 +143,8 @@ class V07Connection:
                  mid_stream: bool = False) -> None:
         self.options = options or Options()
         self.topics = topics if topics is not None else TopicRegistry()
-        self._sides = (_Side(not mid_stream), _Side(not mid_stream))
+        held = self.options.held
+        self._sides = (_Side(not mid_stream, held), _Side(not mid_stream, held))
         self._pending: deque[V07Request | _Barrier | _Gone] = deque()
         if mid_stream:
             self._pending.append(_Barrier(0))
@@ -172,7 +180,41 @@ class V07Connection:
             self._server_ts = ts
         side.append(data, ts)
         self._drain(direction, side, ts, out)
+        if side.budget is not None and len(side.buf) - side.counted >= HELD_STEP:
+            self._count_held(direction, side, ts, out)
         return out
+
+    def _count_held(self, direction: Direction, side: _Side, ts: int, out: list[Event]) -> None:
+        """Bytes waiting for their frame's end (or, unsynced, for a frame to be found) grew by a step:
+        count them with every other connection's; past the capture's limit, let them go."""
+        budget = side.budget
+        assert budget is not None
+        budget.used += len(side.buf) - side.counted
+        side.counted = len(side.buf)
+        if budget.used <= budget.limit:
+            return
+        budget.cuts += 1
+        have, offset = len(side.buf), side.start
+        if side.synced and have >= 4:
+            need = 4 + _I32(side.buf, 0)[0]
+            partial = bytes(side.buf)
+            first_ts = side.ts_at(side.start)
+            side.clear()
+            out.append(Anomaly("frame_held_limit", direction, ts,
+                               f"a frame of {need} bytes had {have} held while the connections of this capture "
+                               f"held more than {budget.limit} bytes of unfinished frames: decoded as "
+                               "truncated, the rest skipped", offset, {"frame": need, "held": have}))
+            self._truncated(direction, partial, need, first_ts, ts, offset, out, lost_after=False)
+            side.skip = need - have
+            return
+        side.clear()
+        side.wait = 0
+        out.append(Anomaly("frame_held_limit", direction, ts,
+                           f"{have} bytes waiting for a frame boundary were dropped while the connections of this "
+                           f"capture held more than {budget.limit} bytes of unfinished frames",
+                           offset, {"held": have}))
+        if direction == TO_CLIENT:
+            self._lost(direction, ts)            # answers may have been among them
 
     def gap(self, direction: Direction, ts: int, nbytes: int | None) -> list[Event]:
         out: list[Event] = []

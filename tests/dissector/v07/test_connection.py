@@ -238,3 +238,47 @@ def test_random_losses_never_pair_wrongly():
         start = rng.randrange(0, 5) if seed % 2 == 0 else 0
         got = _pairs_by_time(run(V07Connection(mid_stream=start > 0), damaged[start:]))
         assert got <= clean, f"seed {seed}: {sorted(got - clean)}"
+
+
+def test_frames_still_arriving_count_in_the_capture_wide_budget():
+    """Two 0.7 connections trickle a 3 MiB produce in; the capture allows 4 MiB held in all (as 0.8+ does)."""
+    from dissector.connection import Options
+    from dissector.held import HeldBytes
+
+    held = HeldBytes(limit=4 << 20)
+    a, b = V07Connection(Options(held=held)), V07Connection(Options(held=held))
+    big = produce("t", 0, message(bytes(3 << 20)))
+    after = offsets("t", 0, -1, 1)
+    events = []
+    for i in range(0, len(big), 64 << 10):
+        events += a.feed(B, big[i:i + (64 << 10)], i)
+        events += b.feed(B, big[i:i + (64 << 10)], i)
+    for conn in (b, a):
+        events += conn.feed(B, after, 10**6)
+        events += conn.feed(C, offsets_response([7]), 10**6 + 1)
+    cut = [e for e in events if isinstance(e, Anomaly) and e.kind == "frame_held_limit"]
+    assert len(cut) == 1 and held.cuts == 1 and cut[0].extra["frame"] == len(big)
+    produces = [e for e in events if isinstance(e, V07Request) and e.request_type == 0]
+    assert sorted(r.failure is not None for r in produces) == [False, True]   # one whole, one truncated
+    assert pairs(events).count((2, 2, "ok")) == 2                             # both stay in sync after it
+    assert held.used == 0
+
+
+def test_an_unsynced_side_counts_what_it_waits_on():
+    """Joined mid-stream, each side waits for a candidate 900 KiB produce to complete: that waiting counts too."""
+    from dissector.connection import Options
+    from dissector.held import HeldBytes
+
+    held = HeldBytes(limit=1 << 20)
+    conns = [V07Connection(Options(held=held), mid_stream=True) for _ in range(8)]
+    big = produce("t", 0, message(bytes(900 << 10)))
+    events = []
+    for i in range(0, len(big) - (64 << 10), 64 << 10):
+        for conn in conns:
+            events += conn.feed(B, big[i:i + (64 << 10)], i)
+        assert held.used <= held.limit + (256 << 10)
+    dropped = [e for e in events if isinstance(e, Anomaly) and e.kind == "frame_held_limit"]
+    assert dropped
+    for conn in conns:
+        conn.close(10**9)
+    assert held.used == 0
