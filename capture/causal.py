@@ -44,13 +44,12 @@ def acked_ahead(peer: HalfStream, ack: int) -> bool:
 class CausalGate:
     """Segments of one connection held back for causal order, per direction (half 0 / half 1)."""
 
-    __slots__ = ("bytes", "held", "reported")
+    __slots__ = ("bytes", "held")
 
     def __init__(self) -> None:
         # Per half: (segment, capture ts) in arrival order.
         self.held: tuple[deque[tuple[Segment, int]], deque[tuple[Segment, int]]] = (deque(), deque())
         self.bytes = 0
-        self.reported = False            # the cap bit on this connection (reported once)
 
     def __bool__(self) -> bool:
         return bool(self.held[0] or self.held[1])

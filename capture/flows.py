@@ -59,6 +59,7 @@ class Flow:
 
     __slots__ = (
         "bufs",
+        "causal_cap",
         "client_half",
         "closed",
         "closing",
@@ -104,6 +105,8 @@ class Flow:
         self.skip = False                      # closed, TLS or not Kafka: no reassembly needed
         self.syn_seen = False
         self.gate: Any = None                  # capture.causal.CausalGate while segments wait for causal order
+        # The causal-order cap bit on this connection: (capture ts, half) until reported, then ().
+        self.causal_cap: tuple[int, int] | tuple[()] | None = None
         # While undecided: operations to replay once Kafka, and the first bytes of each half.
         self.ops: list[tuple[int, tuple]] = []
         self.bufs = [bytearray(), bytearray()]

@@ -537,16 +537,23 @@ class Pipeline:
             h = gate.oldest_half()
             seg, ts = gate.pop(h)
             self.stats.causal_forced += 1
-            if not gate.reported and flow.info is not None:
-                gate.reported = True
-                out.append(CaptureEvent(flow.info, _anomaly(
-                    "causal_order_limit", flow.dirs[h], ts,
-                    f"more than {o.max_causal_segments} segments or {o.max_causal_bytes} bytes waited for bytes "
-                    "of the other direction they acknowledge; the oldest go on without them (reported once)")))
+            if flow.causal_cap is None:
+                flow.causal_cap = (ts, h)
+                if flow.info is not None:
+                    out.append(self._causal_cap_report(flow))
             out += self._segment(flow, h, seg, ts)
         if not gate:
             flow.gate = None
         return out
+
+    def _causal_cap_report(self, flow: Flow) -> CaptureEvent:
+        """The causal-order cap bit on this connection: reported once, as soon as it is known to be Kafka."""
+        o = self.options
+        (ts, h), flow.causal_cap = flow.causal_cap, ()  # type: ignore[misc]
+        return CaptureEvent(flow.info, _anomaly(  # type: ignore[arg-type]
+            "causal_order_limit", flow.dirs[h], ts,
+            f"more than {o.max_causal_segments} segments or {o.max_causal_bytes} bytes waited for bytes "
+            "of the other direction they acknowledge; the oldest went on without them (reported once)"))
 
     def _segment(self, flow: Flow, h: int, seg: tuple, ts: int) -> list[CaptureEvent]:
         """One data/ACK segment (no SYN/FIN/RST) of an established flow: what :meth:`run` does inline."""
@@ -636,6 +643,8 @@ class Pipeline:
             conns["kafka"] = conns.get("kafka", 0) + 1
             flow.make_info("kafka", d.reason)
             flow.conn = self._make_connection(flow, not flow.syn_seen)
+        if flow.causal_cap:
+            out.append(self._causal_cap_report(flow))      # the cap bit while it was undecided
         for h, op in ops:
             if op[0] == GAP and op[4] == "undecided":
                 op = (GAP, op[1], op[2], op[3], "lost")

@@ -90,3 +90,19 @@ def test_the_wait_is_bounded_in_bytes() -> None:
     assert [a.kind for a in anomalies].count("causal_order_limit") == 1
     assert p.stats.causal_forced > 0
     assert sum(1 for x in exchanges if x.status is Status.ORPHAN_RESPONSE) == 400
+
+
+def test_the_cap_biting_before_kafka_is_recognised_is_reported_once_it_is() -> None:
+    """The first request lost, its long reply waits on it and the cap lets it go, all while the connection
+    is still undecided: the report comes with the connection once it is known to be Kafka."""
+    c = pt.Conversation(mss=20).handshake()
+    c.send(True, REQ1, ack_after=False)
+    lost = c.records[-1]
+    c.send(False, RESP1 * 20, ack_after=False)
+    c.send(True, REQ2).send(False, RESP2).close()
+    p = Pipeline(CaptureOptions(max_causal_segments=8))
+    events = list(p.run([r for r in c.records if r is not lost]))
+    caps = [ce for ce in events if isinstance(ce.event, Anomaly) and ce.event.kind == "causal_order_limit"]
+    assert p.stats.causal_forced > 0
+    assert len(caps) == 1 and caps[0].conn is not None
+    assert any(isinstance(ce.event, Exchange) and ce.event.status is Status.OK for ce in events)
