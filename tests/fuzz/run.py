@@ -39,7 +39,7 @@ class Result:
     detail: str
 
 
-def _child(target: str, corpus: Path, workdir: Path, runs: int, seconds: int) -> None:
+def _child(target: str, corpus: Path, workdir: Path, runs: int, seconds: int, max_len: int) -> None:
     import atheris
 
     with atheris.instrument_imports(include=["capture", "dissector", "kdissect"]):
@@ -50,7 +50,7 @@ def _child(target: str, corpus: Path, workdir: Path, runs: int, seconds: int) ->
 
     t = TARGETS[target]
     argv = [sys.argv[0], str(corpus), f"-rss_limit_mb={t.rss_mb}", f"-timeout={t.time_limit}",
-            f"-max_len={t.max_len}", f"-artifact_prefix={workdir}/", "-print_final_stats=1"]
+            f"-max_len={max_len or t.max_len}", f"-artifact_prefix={workdir}/", "-print_final_stats=1"]
     if runs:
         argv.append(f"-runs={runs}")
     if seconds:
@@ -59,7 +59,7 @@ def _child(target: str, corpus: Path, workdir: Path, runs: int, seconds: int) ->
     atheris.Fuzz()
 
 
-def run_target(target: str, workdir: Path, runs: int, seconds: int, quiet: bool = True) -> Result:
+def run_target(target: str, workdir: Path, runs: int, seconds: int, quiet: bool = True, max_len: int = 0) -> Result:
     from tests.fuzz.seeds import write_corpus
 
     tdir = workdir / target
@@ -68,7 +68,7 @@ def run_target(target: str, workdir: Path, runs: int, seconds: int, quiet: bool 
     t0 = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "tests.fuzz.run", "--child", target, "--corpus", str(corpus),
-         "--workdir", str(tdir), "--runs", str(runs), "--seconds", str(seconds)],
+         "--workdir", str(tdir), "--runs", str(runs), "--seconds", str(seconds), "--max-len", str(max_len)],
         cwd=ROOT, capture_output=True, text=True, errors="replace")
     elapsed = time.monotonic() - t0
     log = proc.stderr + proc.stdout
@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
         # Nothing of the code under test may be imported before the child instruments it.
-        _, target, _, corpus, _, workdir, _, runs, _, seconds = argv
-        _child(target, Path(corpus), Path(workdir), int(runs), int(seconds))
+        _, target, _, corpus, _, workdir, _, runs, _, seconds, _, max_len = argv
+        _child(target, Path(corpus), Path(workdir), int(runs), int(seconds), int(max_len))
         return 0
     from tests.fuzz.targets import TARGETS
 
@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("targets", nargs="*", help=f"default: all of {', '.join(TARGETS)}")
     ap.add_argument("--seconds", type=int, default=0, help="per target (default 10 unless --runs)")
     ap.add_argument("--runs", type=int, default=0, help="inputs per target")
+    ap.add_argument("--max-len", type=int, default=0,
+                    help="longest input in bytes (default: the target's own; smaller inputs run faster but "
+                         "hold fewer packets or frames)")
     ap.add_argument("--workdir", type=Path, help="corpora and crash inputs (default: a temporary directory)")
     args = ap.parse_args(argv)
     try:
@@ -116,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kd-fuzz-") as tmp:
         workdir = args.workdir or Path(tmp)
         for target in args.targets or list(TARGETS):
-            r = run_target(target, workdir, args.runs, seconds)
+            r = run_target(target, workdir, args.runs, seconds, max_len=args.max_len)
             failed |= not r.ok
             print(f"{r.target:22} {r.runs:>10} inputs {r.seconds:8.1f} s  {r.detail}", flush=True)
     return 1 if failed else 0
