@@ -27,7 +27,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[1]
-PUBLIC = Path("/work/shared/public-captures")
+PUBLIC = REPO.parent / "shared" / "public-captures"      # shared/ beside the checkout
 
 
 def rows(outdir: Path) -> dict[str, list[str]]:

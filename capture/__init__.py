@@ -35,7 +35,7 @@ their handshake said.
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 
 from capture.capfile import open_capture
 from capture.detect import WELL_KNOWN_PORTS, KafkaProbe, parse_ports
@@ -43,6 +43,7 @@ from capture.errors import CaptureError
 from capture.flows import ConnectionEnd, ConnectionInfo
 from capture.pipeline import CaptureEvent, CaptureOptions, CaptureStats, Pipeline
 from capture.records import RawRecord, RecordSource
+from capture.rotation import capture_sets, open_captures
 
 __all__ = [
     "WELL_KNOWN_PORTS",
@@ -59,6 +60,8 @@ __all__ = [
     "RecordSource",
     "open_capture",
     "parse_ports",
+    "capture_sets",
+    "open_captures",
     "read_capture",
 ]
 
@@ -94,11 +97,13 @@ class CaptureRun:
         self.source.close()
 
 
-def read_capture(path: str | os.PathLike[str], options: CaptureOptions | None = None,
-                 **pipeline_kw: object) -> CaptureRun:
+def read_capture(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+                 options: CaptureOptions | None = None, **pipeline_kw: object) -> CaptureRun:
     """Events of every Kafka connection in a pcap/pcapng file (gzip allowed).
 
-    Raises :class:`CaptureError` at once when ``path`` is not a readable capture.
+    ``path`` may also be the files of a rotated capture, in order (see
+    :func:`capture.rotation.capture_sets`): they are read as one capture.
+    Raises :class:`CaptureError` at once when (the first) ``path`` is not a readable capture.
     """
-    source = open_capture(path)
+    source = open_captures(path)
     return CaptureRun(source, Pipeline(options, **pipeline_kw))  # type: ignore[arg-type]

@@ -38,6 +38,12 @@ Writes OUTDIR/exchanges/, OUTDIR/partitions/, OUTDIR/anomalies/ (and with
 the capture's file name and a hash of its path. Decoding the same capture again
 replaces its files; other captures' files are left alone.
 
+Rotated captures (tcpdump -C/-G, dumpcap ring buffers, editcap -c, kdissect
+live --keep-pcap) are decoded as one capture, so exchanges cut by a rotation
+still pair: files of one directory whose names differ only in their numbers,
+with one link type, each starting within 10 s after the previous one ends. The
+set is named after its first file. --separate-files decodes every file alone.
+
 examples:
   kdissect decode traffic.pcapng -o out/
   kdissect decode captures/ -o out/ --ports 9092,9093 --records
@@ -128,6 +134,12 @@ def _common(p: argparse.ArgumentParser, records: bool) -> None:
                             "(a guard against decompression bombs; default 64)")
 
 
+def _separate_files(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--separate-files", action="store_true",
+                   help="decode every file as its own capture, even files that continue one another "
+                        "(rotated captures are joined by default)")
+
+
 def _tls_keylog(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tls-keylog", action="append", default=[], metavar="FILE",
                    help="decrypt TLS with the session keys in this NSS key log file (SSLKEYLOGFILE format); "
@@ -145,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="pcap/pcapng files (gzip ok) or directories of them")
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="dataset directory (created if missing)")
     _common(p, records=True)
+    _separate_files(p)
     p.add_argument("-j", "--jobs", type=_positive(int), default=_cores(), metavar="N",
                    help="worker processes, each decoding a share of a capture's connections "
                         f"(default: the number of cores, {_cores()}; 1: one process)")
@@ -156,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="pcap/pcapng files (gzip ok), directories, globs")
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="dataset directory (created if missing)")
     _common(p, records=True)
+    _separate_files(p)
     p.add_argument("--master", metavar="URL", help="Spark master (default: spark-submit's, else local[*])")
     p.add_argument("--shards", type=_positive(int), metavar="N",
                    help="tasks per capture, each a share of its TCP connections (default: by size)")
@@ -237,7 +251,7 @@ def _decode(args: argparse.Namespace) -> int:
     options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
                             records=args.records or args.record_bytes, record_bytes=args.record_bytes,
                             max_decompressed=args.max_decompressed << 20, tls_keylog=tuple(args.tls_keylog),
-                            protocol=protocol_option(args.protocol))
+                            protocol=protocol_option(args.protocol), rotated=not args.separate_files)
     bar = ProgressLine(sys.stderr)
     bar.enabled = bar.enabled and not args.quiet
     try:

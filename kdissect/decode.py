@@ -13,7 +13,7 @@ from pathlib import Path
 from capture import CaptureRun
 
 from kdissect.dataset import TABLES, CaptureWriter, Counts, file_stem, prepare_outdir
-from kdissect.inputs import capture_files
+from kdissect.inputs import Capture, captures, describe
 from kdissect.rows import RowOptions
 from kdissect.source import DecodeOptions, keylog_files, open_capture_run, ports_option
 
@@ -108,27 +108,29 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
     """Decode captures into the dataset. ``jobs`` > 1: that many worker processes, each decoding a share
     of a capture's connections (:mod:`kdissect.parallel`); the rows are the same as with one process.
     ``min_share_bytes``: capture bytes per worker below which a capture is not split (0: always split)."""
-    paths = capture_files([inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs))
-    for p in paths:  # fail on a bad input before writing anything
-        open_capture_run(p, options).close()
+    sets = captures([inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs), options.rotated)
+    for c in sets:  # fail on a bad input before writing anything
+        open_capture_run(c, options).close()
     out = prepare_outdir(outdir, TABLES if options.records else TABLES[:3])
     result = DecodeResult(out)
     start = time.monotonic()
-    if jobs > 1 and (len(paths) > 1 or _split(paths[0], jobs, min_share_bytes)):
-        _decode_parallel(paths, out, options, progress, jobs, min_share_bytes, result, start)
+    if jobs > 1 and (len(sets) > 1 or _split(sets[0], jobs, min_share_bytes)):
+        _decode_parallel(sets, out, options, progress, jobs, min_share_bytes, result, start)
         result.elapsed = time.monotonic() - start
         return result
-    for i, path in enumerate(paths, 1):
-        run = open_capture_run(path, options)
+    for i, capture in enumerate(sets, 1):
+        run = open_capture_run(capture, options)
         try:
-            writer = CaptureWriter(out, path.name, file_stem(path), row_options(options), run.pipeline.topics)
+            writer = CaptureWriter(out, capture[0].name, file_stem(capture[0]), row_options(options),
+                                   run.pipeline.topics)
         except BaseException:
             run.close()
             raise
         tick = None
         if progress is not None:
-            def tick(path: Path = path, i: int = i, run: CaptureRun = run, writer: CaptureWriter = writer) -> None:
-                progress(Progress(path.name, i, len(paths), run.source.bytes_read, run.stats.size,
+            def tick(capture: Capture = capture, i: int = i, run: CaptureRun = run,
+                     writer: CaptureWriter = writer) -> None:
+                progress(Progress(describe(capture), i, len(sets), run.source.bytes_read, run.stats.size,
                                   run.stats.packets, result.counts.exchanges + writer.counts.exchanges,
                                   time.monotonic() - start))
         try:
@@ -148,15 +150,15 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
     return result
 
 
-def _split(path: Path, jobs: int, min_share_bytes: int | None) -> bool:
+def _split(capture: Capture, jobs: int, min_share_bytes: int | None) -> bool:
     """Whether one capture is worth splitting among workers (else it is decoded in this process)."""
-    from kdissect.parallel import MIN_SHARE_BYTES, shares_for
-    return shares_for(path.stat().st_size, jobs, MIN_SHARE_BYTES if min_share_bytes is None else min_share_bytes) > 1
+    from kdissect.parallel import MIN_SHARE_BYTES, capture_size, shares_for
+    return shares_for(capture_size(capture), jobs, MIN_SHARE_BYTES if min_share_bytes is None else min_share_bytes) > 1
 
 
-def _decode_parallel(paths: list[Path], out: Path, options: DecodeOptions, progress: ProgressFn | None, jobs: int,
+def _decode_parallel(sets: list[Capture], out: Path, options: DecodeOptions, progress: ProgressFn | None, jobs: int,
                      min_share_bytes: int | None, result: DecodeResult, start: float) -> None:
-    from kdissect.parallel import MIN_SHARE_BYTES, ShareResult, decode_parallel
+    from kdissect.parallel import MIN_SHARE_BYTES, ShareResult, capture_size, decode_parallel
 
     def on_capture(i: int, results: list[ShareResult], files: list[Path]) -> None:
         counts = Counts(captures=1)
@@ -168,16 +170,15 @@ def _decode_parallel(paths: list[Path], out: Path, options: DecodeOptions, progr
         result.packets += results[0].packets          # every share reads the whole file
         result.bytes_read += results[0].bytes_read
         if progress is not None:
-            path = paths[i]
-            progress(Progress(path.name, i + 1, len(paths), results[0].bytes_read, path.stat().st_size,
-                              results[0].packets, result.counts.exchanges, time.monotonic() - start))
+            progress(Progress(describe(sets[i]), i + 1, len(sets), results[0].bytes_read,
+                              capture_size(sets[i]), results[0].packets, result.counts.exchanges,
+                              time.monotonic() - start))
 
     def on_progress(i: int, _done: int, bytes_read: int, packets: int, exchanges: int) -> None:
-        path = paths[i]
-        size = path.stat().st_size if path.exists() else None
-        progress(Progress(path.name, i + 1, len(paths), bytes_read, size, packets,  # type: ignore[misc]
+        progress(Progress(describe(sets[i]), i + 1, len(sets), bytes_read,  # type: ignore[misc]
+                          capture_size(sets[i]), packets,
                           result.counts.exchanges + exchanges, time.monotonic() - start))
 
-    decode_parallel(paths, out, options, jobs,
+    decode_parallel(sets, out, options, jobs,
                     min_share_bytes=MIN_SHARE_BYTES if min_share_bytes is None else min_share_bytes,
                     on_capture=on_capture, on_progress=on_progress if progress is not None else None)

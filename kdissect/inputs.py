@@ -5,7 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from capture import capture_sets
+
 from kdissect.errors import KdissectError
+
+Capture = tuple[Path, ...]   # one capture: a file, or the files of a rotated capture in time order
 
 # What a directory is searched for; a file named explicitly is tried whatever its name.
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz", ".cap.gz")
@@ -33,3 +37,16 @@ def capture_files(inputs: list[str | os.PathLike[str]]) -> list[Path]:
     if not out:
         raise KdissectError("no input given")
     return out
+
+
+def captures(inputs: list[str | os.PathLike[str]], rotated: bool = True) -> list[Capture]:
+    """The captures the inputs name: with ``rotated``, files that continue one another
+    (:func:`capture.rotation.capture_sets`) are one capture; otherwise every file is its own."""
+    files = capture_files(inputs)
+    return capture_sets(files) if rotated else [(f,) for f in files]
+
+
+def describe(capture: Capture) -> str:
+    """A capture as messages name it: its file, or its first file and how many follow."""
+    first = capture[0].name
+    return first if len(capture) == 1 else f"{first} (+{len(capture) - 1} rotated files)"

@@ -29,7 +29,7 @@ import signal
 import time
 import traceback
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from multiprocessing.connection import Connection as Pipe
@@ -43,6 +43,7 @@ from dissector.topics import ZERO_UUID, TopicRegistry
 from kdissect.dataset import TABLES, CaptureWriter, Counts, file_stem, remove_stale
 from kdissect.decode import fewer_collections
 from kdissect.errors import KdissectError
+from kdissect.inputs import Capture
 from kdissect.rows import RowOptions
 from kdissect.source import DecodeOptions, open_capture_run
 
@@ -111,25 +112,28 @@ def share_name(stem: str, share: Share) -> str:
     return stem if share.whole else f"{stem}-{share.index + 1}of{share.count}"
 
 
-def decode_share(path: str | os.PathLike[str], outdir: str | os.PathLike[str], share: Share,
-                 options: DecodeOptions, *, stem: str | None = None,
+def decode_share(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], outdir: str | os.PathLike[str],
+                 share: Share, options: DecodeOptions, *, stem: str | None = None,
                  on_progress: Callable[[CaptureRun, Counts], None] | None = None) -> ShareResult:
     """Decode the connections of ``share`` of one capture into table files under temporary names.
 
+    ``path``: the capture file, or the files of a rotated capture in order (named by the first).
     ``outdir`` must exist with one directory per table (:func:`kdissect.dataset.prepare_outdir`).
     Nothing is visible until :func:`finish_capture`; on an exception the files are removed.
     Share 0 also reports the capture-level anomalies (damaged file, IP fragments).
     """
     out = Path(outdir)
+    first = Path(path if isinstance(path, (str, os.PathLike)) else path[0])
     topics = _ClockedTopics()
     run = open_capture_run(path, options, share=share, topics=topics)
+    # The packet count runs on across a rotated capture's files: still one clock for all shares.
     topics.clock = lambda: run.pipeline.stats.packets
     unnamed = _Unnamed(topics.clock) if not share.whole else None
-    capture = Path(path).name
+    capture = first.name
     rows = RowOptions(records=options.records, record_bytes=options.record_bytes,
                       max_decompressed=options.max_decompressed)
     try:
-        writer = CaptureWriter(out, capture, share_name(stem or file_stem(path), share), rows, topics,
+        writer = CaptureWriter(out, capture, share_name(stem or file_stem(first), share), rows, topics,
                                capture_level=share.index == 0, unresolved=unnamed)
     except BaseException:
         run.close()
@@ -146,7 +150,7 @@ def decode_share(path: str | os.PathLike[str], outdir: str | os.PathLike[str], s
         writer.abort()
         run.close()
         raise
-    return ShareResult(capture, stem or file_stem(path), share, files, writer.counts, run.stats.packets, run.source.bytes_read,
+    return ShareResult(capture, stem or file_stem(first), share, files, writer.counts, run.stats.packets, run.source.bytes_read,
                        topics.learned, unnamed.rows if unnamed is not None else {})
 
 
@@ -260,7 +264,7 @@ def _patch(path: Path, column: str, rows: list[tuple[int, int, str, str]]) -> No
 @dataclass(slots=True)
 class _Task:
     capture_index: int
-    path: Path
+    capture: Capture
     share: Share
     stem: str
 
@@ -285,7 +289,7 @@ def _worker(task: _Task, outdir: Path, options: DecodeOptions, pipe: Pipe) -> No
             pipe.send(("progress", run.source.bytes_read, run.stats.packets, counts.exchanges))
 
     try:
-        result = decode_share(task.path, outdir, task.share, options, stem=task.stem, on_progress=progress)
+        result = decode_share(task.capture, outdir, task.share, options, stem=task.stem, on_progress=progress)
     except KdissectError as exc:
         pipe.send(("error", str(exc)))
         os._exit(1)
@@ -312,11 +316,11 @@ class _Running:
 ProgressFn = Callable[[int, int, int, int, int], None]   # capture index, shares done, bytes, packets, exchanges
 
 
-def decode_parallel(paths: list[Path], outdir: Path, options: DecodeOptions, jobs: int,
+def decode_parallel(captures: list[Capture], outdir: Path, options: DecodeOptions, jobs: int,
                     *, min_share_bytes: int = MIN_SHARE_BYTES,
                     on_capture: Callable[[int, list[ShareResult], list[Path]], None] | None = None,
                     on_progress: ProgressFn | None = None) -> None:
-    """Decode ``paths`` into ``outdir`` with up to ``jobs`` worker processes.
+    """Decode ``captures`` into ``outdir`` with up to ``jobs`` worker processes.
 
     Each capture is split into :func:`shares_for` shares; a capture's files appear
     when all its shares are done (``on_capture(index, results, files)``, in input
@@ -325,11 +329,11 @@ def decode_parallel(paths: list[Path], outdir: Path, options: DecodeOptions, job
     """
     ctx = get_context("fork")
     tasks: list[_Task] = []
-    for i, p in enumerate(paths):
-        n = shares_for(_size(p), jobs, min_share_bytes)
-        stem = file_stem(p)
-        tasks += [_Task(i, p, Share(k, n), stem) for k in range(n)]
-    shares_per = [sum(1 for t in tasks if t.capture_index == i) for i in range(len(paths))]
+    for i, c in enumerate(captures):
+        n = shares_for(capture_size(c), jobs, min_share_bytes)
+        stem = file_stem(c[0])
+        tasks += [_Task(i, c, Share(k, n), stem) for k in range(n)]
+    shares_per = [sum(1 for t in tasks if t.capture_index == i) for i in range(len(captures))]
     done: dict[int, list[ShareResult]] = {}
     running: list[_Running] = []
     pending = list(reversed(tasks))
@@ -351,7 +355,7 @@ def decode_parallel(paths: list[Path], outdir: Path, options: DecodeOptions, job
                     if r.error is None and r.result is None:
                         r.error = _died(r.process.exitcode)  # type: ignore[attr-defined]
                 if r.error is not None:
-                    raise KdissectError(f"{r.task.path}: the worker decoding share {r.task.share.index + 1} of "
+                    raise KdissectError(f"{r.task.capture[0]}: the worker decoding share {r.task.share.index + 1} of "
                                         f"{r.task.share.count} failed: {r.error}")
                 if r.result is not None:
                     r.process.join()  # type: ignore[attr-defined]
@@ -362,7 +366,7 @@ def decode_parallel(paths: list[Path], outdir: Path, options: DecodeOptions, job
                     mine = [r for r in running if r.task.capture_index == i]
                     on_progress(i, len(done.get(i, [])), max(r.bytes_read for r in mine),
                                 max(r.packets for r in mine), sum(r.exchanges for r in mine))
-            while next_commit < len(paths) and len(done.get(next_commit, [])) == shares_per[next_commit]:
+            while next_commit < len(captures) and len(done.get(next_commit, [])) == shares_per[next_commit]:
                 results = sorted(done.pop(next_commit), key=lambda r: r.share.index)
                 files = finish_capture(results)
                 if on_capture is not None:
@@ -413,8 +417,9 @@ def _died(exitcode: int | None) -> str:
     return f"exited with status {exitcode} without a result"
 
 
-def _size(path: Path) -> int | None:
+def capture_size(capture: Capture) -> int | None:
+    """Bytes on disk of a capture's files; None if one cannot be read."""
     try:
-        return path.stat().st_size
+        return sum(p.stat().st_size for p in capture)
     except OSError:
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from capture import CaptureError, CaptureOptions, CaptureRun, parse_ports, read_capture
@@ -27,6 +28,7 @@ class DecodeOptions:
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED  # cap per records field, against decompression bombs
     tls_keylog: tuple[str, ...] = ()      # NSS key log files for TLS connections
     protocol: ProtocolChoice | None = None  # force Kafka 0.7 / 0.8+ (all, or per broker port); None: detect
+    rotated: bool = True                  # files that continue one another are decoded as one capture
 
     def capture_options(self, live: bool = False, share: Share | None = None) -> CaptureOptions:
         return CaptureOptions(ports=self.ports, dissector=Options(keep_secrets=self.keep_secrets),
@@ -70,9 +72,10 @@ def protocol_option(specs: list[str] | None) -> ProtocolChoice | None:
         raise KdissectError(f"--protocol: {exc}") from None
 
 
-def open_capture_run(path: str | os.PathLike[str], options: DecodeOptions, *, share: Share | None = None,
-                     topics: TopicRegistry | None = None) -> CaptureRun:
-    """``share``: only that share of the capture's connections; ``topics``: the registry to fill."""
+def open_capture_run(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], options: DecodeOptions, *,
+                     share: Share | None = None, topics: TopicRegistry | None = None) -> CaptureRun:
+    """``path``: a file, or a rotated capture's files in order; ``share``: only that share of the
+    capture's connections; ``topics``: the registry to fill."""
     try:
         return read_capture(path, options.capture_options(share=share), topics=topics)
     except CaptureError as exc:

@@ -37,7 +37,7 @@ from kdissect.decode import DecodeResult
 from kdissect.errors import KdissectError
 from kdissect.parallel import ShareResult, decode_share, discard, finish_capture, share_name, shares_for
 from kdissect.source import DecodeOptions, check_keylogs
-from kdissect.spark_tasks import Task, expand_inputs, not_a_capture_table, plan
+from kdissect.spark_tasks import Task, expand_captures, not_a_capture_table, plan
 
 Outcome = tuple[Task, "ShareResult | None", "str | None"]
 
@@ -45,7 +45,7 @@ Outcome = tuple[Task, "ShareResult | None", "str | None"]
 def run_task(task: Task, outdir: str, options: DecodeOptions) -> Outcome:
     """One Spark task: a share of a capture into ``outdir`` (temporary names); a non-capture is reported."""
     try:
-        result = decode_share(task.path, outdir, Share(task.index, task.count), options, stem=task.stem)
+        result = decode_share(task.paths, outdir, Share(task.index, task.count), options, stem=task.stem)
     except KdissectError as exc:          # raised only when the file does not open as a capture
         return task, None, str(exc)
     return task, result, None
@@ -61,13 +61,13 @@ def spark_decode(spark: Any, inputs: list[str | os.PathLike[str]], outdir: str |
     that is not a capture.
     """
     start = time.monotonic()
-    paths = expand_inputs(inputs)
+    sc = spark.sparkContext
+    sets = expand_captures(inputs, options.rotated, probe_all=partial(_probe_on_executors, sc))
     check_keylogs(options.tls_keylog)
     out = prepare_outdir(outdir, TABLES if options.records else TABLES[:3])
-    sc = spark.sparkContext
     parallelism = sc.defaultParallelism
-    tasks = plan(paths, (lambda _size: shards) if shards else (lambda size: shares_for(size, parallelism)))
-    sc.setJobDescription(f"kdissect spark-decode: {len(paths)} capture(s), {len(tasks)} task(s)")
+    tasks = plan(sets, (lambda _size: shards) if shards else (lambda size: shares_for(size, parallelism)))
+    sc.setJobDescription(f"kdissect spark-decode: {len(sets)} capture(s), {len(tasks)} task(s)")
     try:
         outcomes: list[Outcome] = (sc.parallelize(tasks, len(tasks))
                                    .map(partial(run_task, outdir=str(out), options=options)).collect())
@@ -79,13 +79,13 @@ def spark_decode(spark: Any, inputs: list[str | os.PathLike[str]], outdir: str |
         by_path.setdefault(o[0].path, []).append(o)
     result = DecodeResult(out)
     try:
-        for p in paths:
-            mine = sorted(by_path.get(str(p), []), key=lambda o: o[0].index)
+        for c in sets:
+            mine = sorted(by_path.get(str(c[0]), []), key=lambda o: o[0].index)
             errors = [e for _, _, e in mine if e is not None]
             results = [r for _, r, _ in mine if r is not None]
             if errors:
                 discard(results)
-                _write_not_a_capture(out, p, mine[0][0].stem, errors[0])
+                _write_not_a_capture(out, c[0], mine[0][0].stem, errors[0])
                 result.counts.anomalies["not_a_capture"] += 1
                 if warn is not None:
                     warn(f"not decoded: {errors[0]}")
@@ -103,6 +103,16 @@ def spark_decode(spark: Any, inputs: list[str | os.PathLike[str]], outdir: str |
         raise
     result.elapsed = time.monotonic() - start
     return result
+
+
+def _probe_on_executors(sc: Any, paths: list[Path]) -> list[Any]:
+    """First and last packet times of files that may continue one another, looked up by Spark tasks:
+    a gzipped file is inflated to find its last packet, which the driver alone would do one file at a time."""
+    from capture.rotation import probe
+    if not paths:
+        return []
+    sc.setJobDescription(f"kdissect spark-decode: which of {len(paths)} files continue one another")
+    return sc.parallelize(paths, min(len(paths), 4 * sc.defaultParallelism)).map(probe).collect()
 
 
 def _write_not_a_capture(out: Path, path: Path, stem: str, message: str) -> None:
@@ -155,7 +165,7 @@ def run(args: Any, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
                             records=args.records or args.record_bytes, record_bytes=args.record_bytes,
                             max_decompressed=args.max_decompressed << 20, tls_keylog=tuple(args.tls_keylog),
-                            protocol=protocol_option(args.protocol))
+                            protocol=protocol_option(args.protocol), rotated=not args.separate_files)
     try:
         import pyspark  # noqa: F401
     except ModuleNotFoundError:

@@ -11,7 +11,9 @@ Options: ``table`` (``exchanges`` — default —, ``partitions``, ``anomalies``
 ``records``), ``ports``, ``keep_secrets``, ``records`` (decode records, for their
 anomalies; implied by ``table=records``), ``record_bytes``, ``max_decompressed``
 (MiB, as ``decode --max-decompressed``), ``tls_keylog`` (key log path(s),
-comma-separated), ``shards`` (tasks per capture; default one per 512 MiB).
+comma-separated), ``shards`` (tasks per capture; default one per 512 MiB),
+``rotated`` (default true: files that continue one another, as ``tcpdump -C/-G``
+writes them, are one capture read in order by one task; false: each file alone).
 The schema is the dataset's (:mod:`kdissect.tables`) and the rows are those
 ``kdissect decode`` writes for the same files.
 
@@ -45,7 +47,7 @@ from kdissect.dataset import TABLES, prepare_outdir
 from kdissect.errors import KdissectError
 from kdissect.parallel import decode_share, discard, finish_capture, share_name
 from kdissect.source import DecodeOptions, keylog_files, ports_option
-from kdissect.spark_tasks import Task, expand_inputs, not_a_capture_table, plan, shares_by_size, spark_schema
+from kdissect.spark_tasks import Task, expand_captures, not_a_capture_table, plan, shares_by_size, spark_schema
 
 NAME = "kafka-pcap"
 
@@ -69,9 +71,10 @@ def decode_options(options: dict[str, str]) -> DecodeOptions:
     mib = options.get("max_decompressed")
     extra = {"max_decompressed": int(mib) << 20} if mib else {}
     keylogs = [p for p in options.get("tls_keylog", "").split(",") if p]
+    rotated = _flag(options, "rotated") if "rotated" in options else True
     return DecodeOptions(ports=ports_option(options.get("ports")), keep_secrets=_flag(options, "keep_secrets"),
                          records=table == "records" or record_bytes or _flag(options, "records"),
-                         record_bytes=record_bytes, tls_keylog=keylog_files(keylogs), **extra)
+                         record_bytes=record_bytes, tls_keylog=keylog_files(keylogs), rotated=rotated, **extra)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,14 +104,14 @@ class KafkaPcapReader(DataSourceReader):
         path = options.get("path")
         if not path:
             raise KdissectError("kafka-pcap: give the captures to load(): a file, a directory or a glob")
-        self.paths = [str(p) for p in expand_inputs([path])]
+        self.captures = [tuple(map(str, c)) for c in expand_captures([path], self.decode.rotated)]
         shards = options.get("shards")
         self.shards = int(shards) if shards else None
 
     def partitions(self) -> list[InputPartition]:
         from pathlib import Path
         n = self.shards
-        tasks = plan([Path(p) for p in self.paths], (lambda _size: n) if n else shares_by_size)
+        tasks = plan([tuple(map(Path, c)) for c in self.captures], (lambda _size: n) if n else shares_by_size)
         return [CapturePartition(t) for t in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -127,7 +130,7 @@ def _decode_task(task: Task, table: str, options: DecodeOptions, tmp: str) -> It
     out = prepare_outdir(tmp, TABLES if options.records else TABLES[:3])
     share = Share(task.index, task.count)
     try:
-        mine = decode_share(task.path, out, share, options, stem=task.stem)
+        mine = decode_share(task.paths, out, share, options, stem=task.stem)
     except KdissectError as exc:             # not a capture: one anomaly row (share 0 reports it)
         if table == "anomalies" and task.index == 0:
             yield from not_a_capture_table(_name(task.path), str(exc)).to_batches()
@@ -137,7 +140,7 @@ def _decode_task(task: Task, table: str, options: DecodeOptions, tmp: str) -> It
         try:
             for k in range(task.count):
                 if k != task.index:
-                    results.append(decode_share(task.path, out, Share(k, task.count), options, stem=task.stem))
+                    results.append(decode_share(task.paths, out, Share(k, task.count), options, stem=task.stem))
         except BaseException:
             discard(results)
             raise

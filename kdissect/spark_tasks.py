@@ -1,11 +1,13 @@
 """What the Spark data source and ``kdissect spark-decode`` share: inputs, tasks, the Spark schema.
 
-A task is one share of one capture file (:mod:`kdissect.parallel` decodes it);
+A task is one share of one capture (:mod:`kdissect.parallel` decodes it): a file,
+or the files of a rotated capture, which one task reads in order so that an
+exchange cut by the rotation still pairs (:mod:`capture.rotation`);
 nothing here imports pyspark at module level, so executors and the driver import
 it alike and the dissector stays free of Spark.
 
-How files and shares become tasks: every capture file is at least one task; a
-file of ``size`` bytes is cut into ``shares`` tasks, each reading the whole file
+How files and shares become tasks: every capture is at least one task; a
+capture of ``size`` bytes is cut into ``shares`` tasks, each reading all of it
 and keeping only the TCP connections whose 4-tuple hash falls in its share
 (:mod:`capture.shard`). That is correct for reassembly and pairing because a
 connection (both directions) always hashes to one share, so its bytes, its
@@ -23,8 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from capture import capture_sets
+
 from kdissect.errors import KdissectError
-from kdissect.inputs import capture_files
+from kdissect.inputs import Capture, capture_files
 from kdissect.tables import SPEC
 
 if TYPE_CHECKING:
@@ -37,12 +41,18 @@ MAX_SHARES = 64
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    """Share ``index`` of ``count`` of capture ``path``; ``stem`` names its output files."""
+    """Share ``index`` of ``count`` of the capture in ``paths`` (one file, or a rotated set in order);
+    ``stem`` names its output files."""
 
-    path: str
+    paths: tuple[str, ...]
     index: int
     count: int
     stem: str
+
+    @property
+    def path(self) -> str:
+        """The capture's (first) file, which names it."""
+        return self.paths[0]
 
 
 def expand_inputs(inputs: Iterable[str | os.PathLike[str]]) -> list[Path]:
@@ -65,18 +75,23 @@ def expand_inputs(inputs: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return capture_files(names)  # type: ignore[arg-type]
 
 
-def plan(paths: list[Path], shares: Callable[[int], int]) -> list[Task]:
-    """The tasks of ``paths``: ``shares(size in bytes)`` tasks per file, each one share of its connections."""
+def expand_captures(inputs: Iterable[str | os.PathLike[str]], rotated: bool = True,
+                    probe_all: Callable[[list[Path]], Iterable[Any]] | None = None) -> list[Capture]:
+    """:func:`expand_inputs`, grouped into captures (rotated sets together unless ``rotated`` is false);
+    ``probe_all``: how the files that may continue one another are looked at (see ``capture_sets``)."""
+    files = expand_inputs(inputs)
+    return capture_sets(files, probe_all=probe_all) if rotated else [(f,) for f in files]
+
+
+def plan(captures: list[Capture], shares: Callable[[int], int]) -> list[Task]:
+    """The tasks of ``captures``: ``shares(size in bytes)`` tasks per capture, each one share of its connections."""
     from kdissect.dataset import file_stem
+    from kdissect.parallel import capture_size
     tasks = []
-    for p in paths:
-        try:
-            size = p.stat().st_size
-        except OSError:
-            size = 0
-        n = max(1, shares(size))
-        stem = file_stem(p)
-        tasks += [Task(str(p), k, n, stem) for k in range(n)]
+    for c in captures:
+        n = max(1, shares(capture_size(c) or 0))
+        stem = file_stem(c[0])
+        tasks += [Task(tuple(map(str, c)), k, n, stem) for k in range(n)]
     return tasks
 
 

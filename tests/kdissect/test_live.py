@@ -229,6 +229,11 @@ def test_lo_65536_mtu_equals_tcpdump_and_delivery_reports(tmp_path: Path) -> Non
         src.close()
     assert biggest > 65535, "the test never produced a frame longer than scapy's old snap length"
     assert "cut " not in err and "lost " not in err
+    # The kept segments are one rotated capture: decoded together they give tcpdump's rows again.
+    _decode([tmp_path / "live" / "pcap"], tmp_path / "kept")
+    import pyarrow.dataset as ds
+    assert set(ds.dataset(tmp_path / "kept" / "exchanges").to_table().column("capture").to_pylist()) == {kept[0].name}
+    _check_against(report, tmp_path / "kept", tmp_path / "tcpdump")
 
 
 @pytest.mark.slow

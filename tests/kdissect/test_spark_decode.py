@@ -21,6 +21,7 @@ import pytest
 from kdissect.decode import decode_files
 from kdissect.source import DecodeOptions
 from tests.brokers import free_port, wait_for_port
+from tests.capture.test_rotation import editcap_split
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +66,8 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copy(p, d / p.name)
     for p in SAMPLES[:4]:         # the same traffic at another time: the rows must follow the timestamps
         _shifted(p, d / f"shifted-{p.name}", 86_400 * 400 + 3)
+    # A rotated capture (editcap -c): one capture, named by its first file, read in order by one task.
+    editcap_split(REPO / "samples" / "tansu-consume-group.pcap", d, 60, name="rotated.pcap")
     (d / "notes.pcap").write_text("not a capture at all\n")
     whole = (REPO / "samples" / "group-rebalance.pcap").read_bytes()
     (d / "cut-short.pcap").write_bytes(whole[: len(whole) // 2 + 7])     # fails halfway: keeps what decoded
@@ -108,6 +111,9 @@ def test_spark_decode_writes_the_dataset_decode_writes(spark, inputs: Path, refe
     assert any(r[0] == "cut-short.pcap" and r[3] == "capture_truncated" for r in table_rows(tmp_path, "anomalies"))
     assert any(r[0] == "cut-short.pcap" for r in table_rows(tmp_path, "exchanges"))
     assert len({r[0] for r in table_rows(tmp_path, "exchanges") if r[0].startswith("shifted-")}) == 4
+    rotated = sorted(inputs.glob("rotated_*.pcap"))
+    assert len(rotated) > 3
+    assert {r[0] for r in table_rows(tmp_path, "exchanges") if r[0].startswith("rotated")} == {rotated[0].name}
     assert not list(tmp_path.rglob(".*"))                       # no temporary file left behind
 
 

@@ -1,0 +1,324 @@
+"""Rotated captures: files that continue one another, read as one capture.
+
+``tcpdump -C`` / ``-G``, dumpcap's ring buffer and ``kdissect live --keep-pcap``
+cut one capture into files at whatever packet came next, so a TCP connection,
+and an exchange, can start in one file and end in the next. Decoded file by
+file, such an exchange is a ``no_response`` in the first and an
+``orphan_response`` in the second, and the connection starts mid-stream.
+:func:`capture_sets` finds the files that continue one another, and
+:class:`ChainSource` reads such a set as one stream of records, so one pipeline
+reassembles and pairs across the cut.
+
+Which files form a set: in one directory, names equal once every run of digits
+is masked and a trailing number dropped (``x.pcap``, ``x.pcap1``, ``x.pcap2``;
+``dump-20261125-101500.pcap``, ``dump-20261125-101600.pcap``), the same link
+type, and in time each file starts where the previous one ended: its first
+packet no earlier than ``SLACK`` before the previous file's last packet and no
+later than ``max_gap`` after it. Files named alike that overlap in time (two
+taps of the same moments) or lie apart (separate recordings) stay separate.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from itertools import zip_longest
+from dataclasses import dataclass
+from pathlib import Path
+
+from capture.capfile import open_capture
+from capture.errors import CaptureError
+from capture.pcapfile import MAGICS
+from capture.records import RawRecord, RecordSource, problem
+from dissector.events import Anomaly
+
+NS = 1_000_000_000
+# A rotation writes the next packet to the next file: the gap is one inter-packet gap. Kafka clients
+# talk at least every few seconds (fetch long-polls, heartbeats), so an active link never pauses this
+# long, and separate recordings made one after another (a test harness restarting a broker) usually do.
+MAX_GAP = 10 * NS
+SLACK = NS                    # timestamps of one capture may step back a little (per-CPU clocks, -i any)
+_TAIL = 1 << 16               # first window searched for the last pcap record; doubled up to _TAIL_MAX
+_TAIL_MAX = 16 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class FileSpan:
+    """What deciding whether files continue one another needs: link type and first/last packet time."""
+
+    path: Path
+    linktype: int
+    first_ts: int
+    last_ts: int
+
+
+def rotation_key(name: str) -> str:
+    """The part of a file name a rotation keeps: digit runs masked, the trailing number dropped."""
+    base, gz = (name[:-3], ".gz") if name.lower().endswith(".gz") else (name, "")
+    return re.sub(r"\d+", "#", re.sub(r"\d+$", "", base)) + gz
+
+
+def capture_sets(paths: Iterable[Path], max_gap: int = MAX_GAP,
+                 probe_all: Callable[[list[Path]], Iterable[FileSpan | None]] | None = None) -> list[tuple[Path, ...]]:
+    """``paths`` grouped into captures: a rotated set becomes one tuple, in time order; others stay alone.
+
+    Only files that share a directory and a :func:`rotation_key` with another file are
+    opened (one cheap look at their first and last packet); ``probe_all`` maps
+    :func:`probe` over them (default: here, one after the other; Spark passes a job).
+    The sets come in the order of their earliest-listed file.
+    """
+    paths = list(paths)
+    groups: dict[tuple[Path, str], list[Path]] = {}
+    for p in paths:
+        groups.setdefault((p.parent, rotation_key(p.name)), []).append(p)
+    candidates = [p for members in groups.values() if len(members) > 1 for p in members]
+    spans = list((probe_all or (lambda ps: map(probe, ps)))(candidates))
+    span_of = {s.path: s for s in spans if s is not None}
+    set_of: dict[Path, tuple[Path, ...]] = {}
+    for members in groups.values():
+        found = [span_of[p] for p in members if p in span_of]
+        for chain in _chains(found, max_gap):
+            set_of.update((p, chain) for p in chain)
+    out: dict[tuple[Path, ...], None] = {}          # insertion-ordered, each set once
+    for p in paths:
+        out.setdefault(set_of.get(p, (p,)))
+    return list(out)
+
+
+def _chains(spans: list[FileSpan], max_gap: int) -> list[tuple[Path, ...]]:
+    """Files named alike, linked in time order, each to the file it continues.
+
+    Several sources may share a name pattern (``broker1-<time>.pcap``,
+    ``broker2-<time>.pcap``) and so interleave in time: a file continues the
+    open chain whose last file ends just before it starts and whose name differs
+    from its own in the fewest numbers (then: the shortest gap).
+    """
+    chains: list[list[FileSpan]] = []
+    for s in sorted(spans, key=lambda s: (s.first_ts, s.path.name)):
+        fits = [c for c in chains if _continues(c[-1], s, max_gap)]
+        if fits:
+            best = min(fits, key=lambda c: (_numbers_apart(c[-1].path.name, s.path.name), s.first_ts - c[-1].last_ts))
+            best.append(s)
+        else:
+            chains.append([s])
+    return [tuple(f.path for f in c) for c in chains if len(c) > 1]
+
+
+def _continues(prev: FileSpan, nxt: FileSpan, max_gap: int) -> bool:
+    return (prev.linktype == nxt.linktype
+            and prev.last_ts - SLACK <= nxt.first_ts <= prev.last_ts + max_gap)
+
+
+def _numbers_apart(a: str, b: str) -> int:
+    """How many of the numbers in two names differ (a missing number counts as one)."""
+    na, nb = re.findall(r"\d+", a), re.findall(r"\d+", b)
+    return sum(x != y for x, y in zip_longest(na, nb))
+
+
+def probe(path: Path) -> FileSpan | None:
+    """The file's link type and first and last packet times; None if it is not a capture or holds no packet.
+
+    The last time of a pcap comes from its tail: a constant cost uncompressed; a
+    gzipped one is inflated once (in zlib, nothing per packet in Python). A
+    pcapng is read through once.
+    """
+    try:
+        source = open_capture(path)
+    except CaptureError:
+        return None
+    try:
+        first = next(iter(source), None)
+    finally:
+        source.close()
+    if first is None:
+        return None
+    last = _pcap_last_ts(path)
+    if last is None:
+        last = _read_last_ts(path)
+    return FileSpan(path, first[1], first[0], max(last, first[0]))
+
+
+def _read_last_ts(path: Path) -> int:
+    source = open_capture(path)
+    ts = 0
+    try:
+        for ts, _, _, _ in source:
+            pass
+    finally:
+        source.close()
+    return ts
+
+
+def _pcap_last_ts(path: Path) -> int | None:
+    """The time of a pcap's last record, found from the end of the file; None if not found.
+
+    A record is accepted as the last one when its length ends exactly at the end
+    of the file and the two records before it chain up to it the same way (or
+    the file's header is reached); a file cut inside its last record is not
+    found this way and is read through instead.
+    """
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) == b"\x1f\x8b":
+                return _gzip_pcap_last_ts(path)
+            f.seek(0)
+            head = f.read(24)
+            if head[:4] not in MAGICS or len(head) < 24:
+                return None
+            order, frac_ns, hlen = MAGICS[head[:4]]
+            size = os.fstat(f.fileno()).st_size
+            unpack = struct.Struct(order + "IIII").unpack_from
+            window = _TAIL
+            while True:
+                start = max(24, size - window)
+                f.seek(start)
+                tail = f.read(size - start)
+                found = _last_record(tail, start == 24, unpack, hlen, frac_ns)
+                if found is not None or start == 24 or window >= _TAIL_MAX:
+                    return found
+                window *= 2
+    except OSError:
+        return None
+
+
+def _gzip_pcap_last_ts(path: Path) -> int | None:
+    """As :func:`_pcap_last_ts` for a gzipped pcap: inflated once, only the last ``_TAIL_MAX`` bytes kept."""
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    head = b""
+    tail = bytearray()
+    total = 0
+    try:
+        with open(path, "rb") as f:
+            while True:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    break
+                while chunk:
+                    out = inflate.decompress(chunk)
+                    if len(head) < 24:
+                        head += out[:24 - len(head)]
+                    total += len(out)
+                    tail += out
+                    if len(tail) > 2 * _TAIL_MAX:
+                        del tail[:len(tail) - _TAIL_MAX]
+                    chunk = inflate.unused_data      # a next gzip member
+                    if chunk:
+                        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    except (OSError, zlib.error):
+        return None
+    if head[:4] not in MAGICS or len(head) < 24:
+        return None
+    order, frac_ns, hlen = MAGICS[head[:4]]
+    at_header = len(tail) == total                 # nothing was let go: the file's header is in it
+    buf = bytes(tail[24:]) if at_header else bytes(tail)
+    return _last_record(buf, at_header, struct.Struct(order + "IIII").unpack_from, hlen, frac_ns)
+
+
+def _last_record(buf: bytes, at_header: bool, unpack, hlen: int, frac_ns: int) -> int | None:  # type: ignore[no-untyped-def]
+    end = len(buf)
+    frac_max = NS // frac_ns
+    for p in range(end - hlen, -1, -1):
+        sec, frac, caplen, wirelen = unpack(buf, p)
+        if p + hlen + caplen != end or frac >= frac_max:
+            continue
+        if _chains_back(buf, p, 2, at_header, unpack, hlen, frac_max, sec):
+            return sec * NS + frac * frac_ns
+    return None
+
+
+def _chains_back(buf: bytes, p: int, depth: int, at_header: bool, unpack, hlen: int,  # type: ignore[no-untyped-def]
+                 frac_max: int, sec: int) -> bool:
+    """Whether ``depth`` records end exactly at ``p``, each plausibly before the next in time."""
+    if depth == 0 or (p == 0 and at_header):
+        return True
+    for q in range(p - hlen, -1, -1):
+        qsec, qfrac, qcap, _ = unpack(buf, q)
+        if q + hlen + qcap == p and qfrac < frac_max and qsec <= sec + 1:
+            return _chains_back(buf, q, depth - 1, at_header, unpack, hlen, frac_max, qsec)
+    return False
+
+
+class ChainSource:
+    """The records of several capture files, one after the other, as one :class:`RecordSource`.
+
+    Every reader's reports go to this source's ``problems`` (their details name the
+    file), pcapng secrets blocks to its ``tls_secrets``. The first file is opened
+    at once, so a non-capture fails here as with :func:`open_capture`; a later file
+    that does not open is a ``capture_corrupt`` anomaly and the set goes on.
+    """
+
+    def __init__(self, paths: Iterable[str | os.PathLike[str]]) -> None:
+        self.paths = [os.fspath(p) for p in paths]
+        if not self.paths:
+            raise CaptureError("no capture file given")
+        self.problems: list[Anomaly] = []
+        self.tls_secrets: list[bytes] = []
+        sizes = [_size(p) for p in self.paths]
+        self.size: int | None = None if None in sizes else sum(sizes)  # type: ignore[arg-type]
+        self.records = 0
+        self._done_bytes = 0
+        self._done_over = 0
+        self._current: RecordSource | None = self._adopt(open_capture(self.paths[0]))
+        self._first = self._current
+
+    def _adopt(self, reader: RecordSource) -> RecordSource:
+        reader.problems = self.problems
+        if hasattr(reader, "tls_secrets"):
+            reader.tls_secrets = self.tls_secrets  # type: ignore[attr-defined]
+        return reader
+
+    @property
+    def bytes_read(self) -> int:
+        return self._done_bytes + (self._current.bytes_read if self._current is not None else 0)
+
+    @property
+    def caplen_over_wirelen(self) -> int:
+        return self._done_over + getattr(self._current, "caplen_over_wirelen", 0)
+
+    def __iter__(self) -> Iterator[RawRecord]:
+        last_ts = 0
+        for i, path in enumerate(self.paths):
+            if i == 0:
+                reader = self._first
+            else:
+                try:
+                    reader = self._current = self._adopt(open_capture(path))
+                except CaptureError as exc:
+                    self.problems.append(problem("capture_corrupt", last_ts,
+                                                 f"{exc}; the rotated capture goes on with the next file"))
+                    continue
+            try:
+                for rec in reader:  # type: ignore[union-attr]
+                    last_ts = rec[0]
+                    yield rec
+            finally:
+                self._finish(reader)  # type: ignore[arg-type]
+
+    def _finish(self, reader: RecordSource) -> None:
+        self._done_bytes += reader.bytes_read
+        self._done_over += getattr(reader, "caplen_over_wirelen", 0)
+        self.records += getattr(reader, "records", 0)
+        self._current = None
+        reader.close()
+
+    def close(self) -> None:
+        if self._current is not None:
+            self._current.close()
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def open_captures(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> RecordSource:
+    """One file's reader, or a :class:`ChainSource` over a rotated set given as several paths."""
+    if isinstance(paths, (str, os.PathLike)):
+        return open_capture(paths)
+    paths = list(paths)
+    return open_capture(paths[0]) if len(paths) == 1 else ChainSource(paths)
