@@ -132,6 +132,7 @@ class Connection:
         self._sasl_mechanism: str | None = None
         self._last_ts = 0
         self._orphans = 0
+        self._full_misses = 0       # full inference searches that found nothing (see _infer)
         self._inferred: dict[tuple[int, int], None] = {}   # (api, version) pairs inferred here, in order
         self._skew_reported = False   # a negative latency was reported (once per connection)
 
@@ -485,18 +486,26 @@ class Connection:
     def _infer(self, frame: bytes) -> Inference | None:
         """Infer an orphan's api, cheaply once this connection has shown what its orphans are.
 
-        A full search tries every response schema (about a millisecond). A one-sided
-        capture can hold millions of orphans, so after the first few only the apis
-        already inferred here are tried, with a full search now and then to notice
-        new ones.
+        A full search tries every response schema (one to five milliseconds). A
+        one-sided capture can hold millions of orphans, and a damaged or hostile one
+        millions of frames no schema fits, so after the first few the apis already
+        inferred here are tried first. A frame none of them fits gets a full search
+        (a new api shows up at once) until full searches have missed that many times
+        on this connection; then only every so often: the cost per orphan stays
+        bounded whatever the orphans are.
         """
         self._orphans += 1
-        if self._inferred and self._orphans > _FULL_INFERENCES and self._orphans % _FULL_INFERENCES:
-            guess = infer_response(self._decoders, frame, self._seen_versions, list(self._inferred))
-            if guess is not None:
-                return guess
+        if self._orphans > _FULL_INFERENCES:
+            if self._inferred:
+                guess = infer_response(self._decoders, frame, self._seen_versions, list(self._inferred))
+                if guess is not None:
+                    return guess
+            if self._full_misses >= _FULL_INFERENCES and self._orphans % _FULL_INFERENCES:
+                return None
         guess = infer_response(self._decoders, frame, self._seen_versions)
-        if guess is not None:
+        if guess is None:
+            self._full_misses += 1
+        else:
             self._inferred[(guess.api_key, guess.api_version)] = None
         return guess
 

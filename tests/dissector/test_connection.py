@@ -406,3 +406,24 @@ def test_frames_still_arriving_share_one_capture_wide_budget():
     # One whole, one truncated (decoded as far as held), and both next requests in sync.
     assert sorted((r.correlation_id, r.failure is not None) for r in reqs) == [(1, False), (1, True), (2, False), (2, False)]
     assert held.used == 0
+
+
+def test_orphans_no_schema_fits_cost_a_full_search_only_now_and_then(monkeypatch):
+    """A one-sided stream of frames that are no response (damage, or hostile): after the first misses,
+    a full search over every schema runs only for one orphan in 64; each is still reported."""
+    import dissector.connection as connection
+
+    searches = []
+    real = connection.infer_response
+
+    def counting(decoders, frame, seen, candidates=None):  # type: ignore[no-untyped-def]
+        searches.append(candidates is None)
+        return real(decoders, frame, seen, candidates)
+
+    monkeypatch.setattr(connection, "infer_response", counting)
+    conn = Connection()
+    junk = b"".join(struct.pack(">ii", 6, i) + b"\xfe\xfe" for i in range(64 * 40))
+    events = conn.feed(C, junk, 0)
+    ex = exchanges(events)
+    assert len(ex) == 64 * 40 and all(e.status == Status.ORPHAN_RESPONSE and not e.response.inferred for e in ex)
+    assert sum(searches) == 64 + 39
