@@ -261,7 +261,8 @@ def _decode(args: argparse.Namespace) -> int:
     if not args.quiet:
         tables = ["exchanges", "partitions", "anomalies"] + (["records"] if options.records else [])
         print(format_summary(result.counts, packets=result.packets, bytes_read=result.bytes_read,
-                             elapsed=result.elapsed, outdir=str(result.outdir), tables=tables))
+                             elapsed=result.elapsed, outdir=str(result.outdir), tables=tables,
+                             rotated=[(c[0].name, len(c)) for c in result.rotated]))
     return 0
 
 

@@ -43,6 +43,7 @@ class DecodeResult:
     outdir: Path
     counts: Counts = field(default_factory=Counts)
     files: list[Path] = field(default_factory=list)
+    rotated: list[tuple[Path, ...]] = field(default_factory=list)   # captures of several files, read as one
     packets: int = 0
     bytes_read: int = 0
     elapsed: float = 0.0
@@ -112,7 +113,7 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
     for c in sets:  # fail on a bad input before writing anything
         open_capture_run(c, options).close()
     out = prepare_outdir(outdir, TABLES if options.records else TABLES[:3])
-    result = DecodeResult(out)
+    result = DecodeResult(out, rotated=[c for c in sets if len(c) > 1])
     start = time.monotonic()
     if jobs > 1 and (len(sets) > 1 or _split(sets[0], jobs, min_share_bytes)):
         _decode_parallel(sets, out, options, progress, jobs, min_share_bytes, result, start)

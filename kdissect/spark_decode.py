@@ -77,7 +77,7 @@ def spark_decode(spark: Any, inputs: list[str | os.PathLike[str]], outdir: str |
     by_path: dict[str, list[Outcome]] = {}
     for o in outcomes:
         by_path.setdefault(o[0].path, []).append(o)
-    result = DecodeResult(out)
+    result = DecodeResult(out, rotated=[c for c in sets if len(c) > 1])
     try:
         for c in sets:
             mine = sorted(by_path.get(str(c[0]), []), key=lambda o: o[0].index)
@@ -179,7 +179,8 @@ def run(args: Any, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     if not args.quiet:
         tables = ["exchanges", "partitions", "anomalies"] + (["records"] if options.records else [])
         out.write(format_summary(result.counts, packets=result.packets, bytes_read=result.bytes_read,
-                                 elapsed=result.elapsed, outdir=str(result.outdir), tables=tables) + "\n")
+                                 elapsed=result.elapsed, outdir=str(result.outdir), tables=tables,
+                                 rotated=[(c[0].name, len(c)) for c in result.rotated]) + "\n")
     return 0
 
 

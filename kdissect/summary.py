@@ -28,7 +28,9 @@ def _top(c: Counter[str], limit: int = 8) -> str:
 
 
 def format_summary(counts: Counts, *, packets: int, bytes_read: int, elapsed: float, outdir: str,
-                   tables: list[str], source: str | None = None) -> str:
+                   tables: list[str], source: str | None = None,
+                   rotated: list[tuple[str, int]] | None = None) -> str:
+    """``rotated``: (first file, files) of each rotated capture read as one."""
     rate = bytes_read / elapsed if elapsed > 0 else 0.0
     unpaired = Counter({k: counts.statuses[k] for k in _UNPAIRED if counts.statuses[k]})
     other = Counter({k: v for k, v in counts.statuses.items() if k not in _UNPAIRED and k != "ok"})
@@ -37,6 +39,13 @@ def format_summary(counts: Counts, *, packets: int, bytes_read: int, elapsed: fl
     lines = [
         f"{source}: {packets:,} packets, "
         f"{human_bytes(bytes_read)} in {elapsed:.1f} s ({human_bytes(rate)}/s)",
+    ]
+    if rotated:
+        sets = ", ".join(f"{name} (+{n - 1})" for name, n in rotated[:4])
+        more = f", +{len(rotated) - 4} more" if len(rotated) > 4 else ""
+        lines.append(f"rotated      {sum(n for _, n in rotated):,} files read as {len(rotated):,} "
+                     f"capture{'s' if len(rotated) != 1 else ''}: {sets}{more}")
+    lines += [
         f"connections  {len(counts.connections):,}",
         f"exchanges    {counts.exchanges:,}{_top(counts.per_api)}",
         f"unpaired     {sum(unpaired.values()):,}{_top(unpaired)}",

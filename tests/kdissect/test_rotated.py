@@ -78,7 +78,9 @@ def test_tls_keys_in_the_first_file_decrypt_the_rest(tmp_path: Path) -> None:
 def test_the_command_joins_by_default_and_separates_on_request(tmp_path: Path, capsys) -> None:
     files = editcap_split(SAMPLES / "mixed.pcap", tmp_path / "rotated", 40)
     assert main(["decode", str(tmp_path / "rotated"), "-o", str(tmp_path / "joined"), "-j", "1"]) == 0
-    assert "1 capture" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "read 1 capture:" in out
+    assert f"rotated      {len(files)} files read as 1 capture: {files[0].name} (+{len(files) - 1})" in out
     assert main(["decode", *map(str, files), "-o", str(tmp_path / "apart"), "--separate-files", "-q"]) == 0
     assert len(list((tmp_path / "joined" / "exchanges").glob("*.parquet"))) == 1
     assert len(list((tmp_path / "apart" / "exchanges").glob("*.parquet"))) == len(files)
