@@ -24,7 +24,8 @@ kinds (``conn`` None for capture-level ones):
   unsupported version or suite; version, cipher suite and SNI in the detail),
   ``tls_decrypt_failed`` (keys that do not authenticate its records), ``dissector_error``;
 * state caps: ``flow_table_full`` (live connections ended early), ``topic_registry_full``,
-  ``frame_held_limit`` (the dissector's, from ``max_held_frame_bytes``).
+  ``frame_held_limit`` (the dissector's, from ``max_held_frame_bytes``), ``inference_limit``
+  (orphan responses that fit no schema, per connection and capture-wide).
 
 TLS connections are decrypted by :mod:`capture.tls` given the session keys
 (``CaptureOptions.tls_keylog``, or a pcapng file's Decryption Secrets Blocks),

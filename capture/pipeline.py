@@ -35,6 +35,7 @@ from capture.tls.keylog import KeyLog
 from capture.tlsflow import TlsConnection
 from dissector.connection import Options as DissectorOptions
 from dissector.held import HeldBytes
+from dissector.infer import InferenceBudget
 from dissector.protocols import connection_factory as connection_factory_for
 from dissector.events import Anomaly, Direction, Event
 from dissector.topics import TopicRegistry
@@ -151,7 +152,8 @@ class Pipeline:
         self._foreign = ShareFilter(o.share).foreign if o.share is not None and o.share.count > 1 else None
         if connection_factory is None:
             # One budget for the bytes of unfinished frames, shared by this capture's connections.
-            dissector_options = replace(o.dissector or DissectorOptions(), held=HeldBytes(o.max_held_frame_bytes))
+            dissector_options = replace(o.dissector or DissectorOptions(), held=HeldBytes(o.max_held_frame_bytes),
+                                        inference=InferenceBudget())
             connection_factory = connection_factory_for(dissector_options, self.topics, o.protocol)
         if probe is None and o.ports is None:
             probe = KafkaProbe.from_dissector()

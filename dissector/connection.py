@@ -79,6 +79,8 @@ class Options:
     # Shared by the connections of one capture (dissector.held.HeldBytes): bounds the bytes held
     # for frames still arriving across all of them. None: only the frame cap bounds them.
     held: Any = field(default=None, compare=False)
+    # Shared likewise (dissector.infer.InferenceBudget): full inference searches that missed, capture-wide.
+    inference: Any = field(default=None, compare=False)
 
 
 class _Side:
@@ -133,6 +135,7 @@ class Connection:
         self._last_ts = 0
         self._orphans = 0
         self._full_misses = 0       # full inference searches that found nothing (see _infer)
+        self._inference_limited = False
         self._inferred: dict[tuple[int, int], None] = {}   # (api, version) pairs inferred here, in order
         self._skew_reported = False   # a negative latency was reported (once per connection)
 
@@ -483,7 +486,8 @@ class Connection:
         if not self.options.keep_secrets and needs_redaction(api_key):
             redact(api_key, body, self._sasl_mechanism)
 
-    def _infer(self, frame: bytes) -> Inference | None:
+    def _infer(self, frame: bytes, out: list[Event] | None = None, ts: int = 0,
+               offset: int | None = None) -> Inference | None:
         """Infer an orphan's api, cheaply once this connection has shown what its orphans are.
 
         A full search tries every response schema (one to five milliseconds). A
@@ -495,23 +499,33 @@ class Connection:
         bounded whatever the orphans are.
         """
         self._orphans += 1
-        if self._orphans > _FULL_INFERENCES:
-            if self._inferred:
-                guess = infer_response(self._decoders, frame, self._seen_versions, list(self._inferred))
-                if guess is not None:
-                    return guess
-            if self._full_misses >= _FULL_INFERENCES and self._orphans % _FULL_INFERENCES:
-                return None
+        if self._inferred and self._orphans > _FULL_INFERENCES:
+            guess = infer_response(self._decoders, frame, self._seen_versions, list(self._inferred))
+            if guess is not None:
+                return guess
+        shared = self.options.inference
+        if self._orphans % _FULL_INFERENCES and (
+                self._full_misses >= _FULL_INFERENCES or (shared is not None and shared.misses >= shared.limit)):
+            if out is not None and not self._inference_limited:
+                self._inference_limited = True
+                out.append(Anomaly(
+                    "inference_limit", TO_CLIENT, ts,
+                    f"{self._full_misses} orphan responses on this connection and {shared.misses if shared else 0} "
+                    "in the capture fit no response schema: from here on only those apis already inferred here, "
+                    f"and every schema for one orphan in {_FULL_INFERENCES}, are tried (reported once)", offset))
+            return None
         guess = infer_response(self._decoders, frame, self._seen_versions)
         if guess is None:
             self._full_misses += 1
+            if shared is not None:
+                shared.misses += 1
         else:
             self._inferred[(guess.api_key, guess.api_version)] = None
         return guess
 
     def _orphan(self, frame: bytes, corr: int, size: int, first_ts: int, last_ts: int, offset: int,
                 out: list[Event]) -> None:
-        guess = self._infer(frame) if self.options.infer_orphans else None
+        guess = self._infer(frame, out, last_ts, offset) if self.options.infer_orphans else None
         if guess is None:
             resp = Response(corr, size, first_ts, last_ts, None, None, None, None, None, stream_offset=offset,
                             raw=frame[4:])

@@ -20,6 +20,19 @@ MAX_INFER_SIZE = 1 << 20  # beyond this, trying ~370 schemas costs more than a g
 
 
 @dataclass(slots=True)
+class InferenceBudget:
+    """Full searches that found nothing, counted across the connections of one capture.
+
+    A search over every schema costs milliseconds; a damaged or hostile capture of
+    many connections, each sending frames no schema fits, would otherwise cost that
+    per frame. Past ``limit`` misses, each connection searches fully only now and then.
+    """
+
+    limit: int = 4096
+    misses: int = 0
+
+
+@dataclass(slots=True)
 class Inference:
     api_key: int
     api_version: int

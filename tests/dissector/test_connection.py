@@ -427,3 +427,18 @@ def test_orphans_no_schema_fits_cost_a_full_search_only_now_and_then(monkeypatch
     ex = exchanges(events)
     assert len(ex) == 64 * 40 and all(e.status == Status.ORPHAN_RESPONSE and not e.response.inferred for e in ex)
     assert sum(searches) == 64 + 39
+    assert [a.kind for a in events if isinstance(a, Anomaly)] == ["inference_limit"]
+
+
+def test_the_capture_wide_inference_budget_limits_connections_that_each_miss_a_little():
+    from dissector.infer import InferenceBudget
+
+    budget = InferenceBudget(limit=100)
+    conns = [Connection(Options(inference=budget)) for _ in range(20)]
+    junk = b"".join(struct.pack(">ii", 6, i) + b"\xfe\xfe" for i in range(30))
+    limited = 0
+    for conn in conns:
+        events = conn.feed(C, junk, 0)
+        limited += sum(1 for a in events if isinstance(a, Anomaly) and a.kind == "inference_limit")
+        assert len(exchanges(events)) == 30
+    assert budget.misses == 100 and limited == 20 - 100 // 30

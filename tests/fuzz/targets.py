@@ -38,7 +38,7 @@ MAX_DECOMPRESSED = 4 << 20      # per input: large enough for every seed, small 
 # Anomaly kinds the dissector and capture document (capture/__init__.py, dissector/connection.py).
 DISSECTOR_ANOMALIES = frozenset({
     "gap", "resync", "truncated", "malformed", "bad_frame_size", "trailing_bytes", "unknown_api",
-    "unsynced_tail", "negative_latency", "in_flight_limit", "frame_held_limit",
+    "unsynced_tail", "negative_latency", "in_flight_limit", "frame_held_limit", "inference_limit",
 })
 CAPTURE_ANOMALIES = DISSECTOR_ANOMALIES | frozenset({
     "capture_truncated", "capture_corrupt", "caplen_exceeds_wirelen", "caplen_exceeds_snaplen", "capture_drops",
