@@ -504,15 +504,19 @@ class Connection:
             if guess is not None:
                 return guess
         shared = self.options.inference
-        if self._orphans % _FULL_INFERENCES and (
-                self._full_misses >= _FULL_INFERENCES or (shared is not None and shared.misses >= shared.limit)):
+        n = self._orphans
+        if shared is not None and shared.misses >= shared.limit:
+            limited = n & (n - 1) != 0           # the capture is hostile: full searches at 1, 2, 4, 8... only
+        else:
+            limited = self._full_misses >= _FULL_INFERENCES and n % _FULL_INFERENCES != 0
+        if limited:
             if out is not None and not self._inference_limited:
                 self._inference_limited = True
                 out.append(Anomaly(
                     "inference_limit", TO_CLIENT, ts,
                     f"{self._full_misses} orphan responses on this connection and {shared.misses if shared else 0} "
                     "in the capture fit no response schema: from here on only those apis already inferred here, "
-                    f"and every schema for one orphan in {_FULL_INFERENCES}, are tried (reported once)", offset))
+                    f"and now and then every schema, are tried (reported once)", offset))
             return None
         guess = infer_response(self._decoders, frame, self._seen_versions)
         if guess is None:
