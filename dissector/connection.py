@@ -506,7 +506,8 @@ class Connection:
         shared = self.options.inference
         n = self._orphans
         if shared is not None and shared.misses >= shared.limit:
-            limited = n & (n - 1) != 0           # the capture is hostile: full searches at 1, 2, 4, 8... only
+            # A damaged or hostile capture: a connection searches fully only at its orphans 64, 128, 256...
+            limited = n < _FULL_INFERENCES or n & (n - 1) != 0
         else:
             limited = self._full_misses >= _FULL_INFERENCES and n % _FULL_INFERENCES != 0
         if limited:
