@@ -181,6 +181,17 @@ def test_data_source_names_topics_across_shards(spark, inputs: Path, reference: 
     assert _frame_rows(df) == want
 
 
+def test_data_source_reads_a_rotated_capture_as_one_unless_told_otherwise(spark, inputs: Path, reference: Path) -> None:
+    from kdissect.spark_source import register
+    register(spark)
+    files = sorted(inputs.glob("rotated_*.pcap"))
+    reader = spark.read.format("kafka-pcap").option("table", "exchanges")
+    joined = _frame_rows(reader.load(str(inputs / "rotated_*.pcap")))
+    assert joined == [r for r in table_rows(reference, "exchanges") if r[0] == files[0].name]
+    apart = _frame_rows(reader.option("rotated", "false").load(str(inputs / "rotated_*.pcap")))
+    assert len({r[0] for r in apart}) == len(files)
+
+
 # -- a real standalone cluster -------------------------------------------------------------------
 
 def _spark_class() -> Path:
