@@ -125,13 +125,8 @@ class TableWriter:
             take_n = n - n % self._batch_rows
             if not take_n:
                 return
-        from kdissect.columns import to_arrow
-        import pyarrow as pa
-        schema = _schema(self.table)
-        # In place: row builders hold these buffers' append methods.
-        arrays = [to_arrow(take(col, take_n), f.type) for col, f in zip(self.cols, schema)]
-        table = pa.Table.from_arrays(arrays, schema=schema)
-        writer = self._open(schema)
+        table = self.take_table(take_n)
+        writer = self._open(table.schema)
         try:
             for start in range(0, take_n, self._batch_rows):
                 writer.write_table(table.slice(start, self._batch_rows))
@@ -139,6 +134,15 @@ class TableWriter:
             raise KdissectError(f"{self.path.parent}: write failed: {exc.strerror or exc}") from None
         self.rows += take_n
         self.weight = 0
+
+    def take_table(self, n: int) -> pa.Table:
+        """The first ``n`` waiting rows as an Arrow table with the table's schema, taken from the buffers."""
+        from kdissect.columns import to_arrow
+        import pyarrow as pa
+        schema = _schema(self.table)
+        # In place: row builders hold these buffers' append methods.
+        arrays = [to_arrow(take(col, n), f.type) for col, f in zip(self.cols, schema)]
+        return pa.Table.from_arrays(arrays, schema=schema)
 
     def _open(self, schema: pa.Schema):  # type: ignore[no-untyped-def]
         if self._writer is None:
@@ -277,6 +281,11 @@ class CaptureWriter:
     @property
     def empty(self) -> bool:
         return not any(w.rows or w.pending for w in self._writers.values())
+
+    def take_tables(self) -> dict[str, tuple[int, pa.Table]]:
+        """Per table: rows already written, and the rows still waiting as an Arrow table (taken, not
+        written). Checks of row building use it without paying for a Parquet file each time."""
+        return {t: (w.rows, w.take_table(w.pending)) for t, w in self._writers.items()}
 
     def close(self) -> list[tuple[Path, Path]]:
         """Write every table's file under its temporary name: (temporary, final) paths."""
