@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -73,6 +74,13 @@ def remove_stale(name: str, keep: list[Path]) -> None:
         for old in [d / f"{name}.parquet", *d.glob(f"{name}-*of*.parquet")]:
             if old not in kept and _is_share_file(old.name, name):
                 old.unlink(missing_ok=True)
+
+
+def remove_joined(later: Sequence[Path], keep: list[Path]) -> None:
+    """Files an earlier file-by-file decode (``--separate-files``) wrote for ``later``, the files of a
+    rotated capture after its first, whose rows the capture's own files ``keep`` now hold."""
+    for path in later:
+        remove_stale(file_stem(path), keep)
 
 
 def _is_share_file(file_name: str, name: str) -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from capture import CaptureRun
 
-from kdissect.dataset import TABLES, CaptureWriter, Counts, file_stem, prepare_outdir
+from kdissect.dataset import TABLES, CaptureWriter, Counts, file_stem, prepare_outdir, remove_joined
 from kdissect.inputs import Capture, captures, describe
 from kdissect.rows import RowOptions
 from kdissect.source import DecodeOptions, keylog_files, open_capture_run, ports_option
@@ -137,7 +137,9 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
         try:
             with fewer_collections():
                 run_into(run, writer, tick)
-            result.files += writer.commit()
+            files = writer.commit()
+            remove_joined(capture[1:], files)
+            result.files += files
         except BaseException:
             writer.abort()
             run.close()

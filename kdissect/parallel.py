@@ -40,7 +40,7 @@ from capture import CaptureRun
 from capture.shard import Share
 from dissector.topics import ZERO_UUID, TopicRegistry
 
-from kdissect.dataset import TABLES, CaptureWriter, Counts, file_stem, remove_stale
+from kdissect.dataset import TABLES, CaptureWriter, Counts, file_stem, remove_joined, remove_stale
 from kdissect.decode import fewer_collections
 from kdissect.errors import KdissectError
 from kdissect.inputs import Capture
@@ -369,6 +369,7 @@ def decode_parallel(captures: list[Capture], outdir: Path, options: DecodeOption
             while next_commit < len(captures) and len(done.get(next_commit, [])) == shares_per[next_commit]:
                 results = sorted(done.pop(next_commit), key=lambda r: r.share.index)
                 files = finish_capture(results)
+                remove_joined(captures[next_commit][1:], files)
                 if on_capture is not None:
                     on_capture(next_commit, results, files)
                 next_commit += 1

@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 from capture.shard import Share
 
-from kdissect.dataset import TABLES, Counts, prepare_outdir
+from kdissect.dataset import TABLES, Counts, prepare_outdir, remove_joined
 from kdissect.decode import DecodeResult
 from kdissect.errors import KdissectError
 from kdissect.parallel import ShareResult, decode_share, discard, finish_capture, share_name, shares_for
@@ -90,7 +90,9 @@ def spark_decode(spark: Any, inputs: list[str | os.PathLike[str]], outdir: str |
                 if warn is not None:
                     warn(f"not decoded: {errors[0]}")
                 continue
-            result.files += finish_capture(results)
+            files = finish_capture(results)
+            remove_joined(c[1:], files)
+            result.files += files
             counts = Counts(captures=1)
             for r in results:
                 r.counts.captures = 0

@@ -84,3 +84,14 @@ def test_the_command_joins_by_default_and_separates_on_request(tmp_path: Path, c
     assert main(["decode", *map(str, files), "-o", str(tmp_path / "apart"), "--separate-files", "-q"]) == 0
     assert len(list((tmp_path / "joined" / "exchanges").glob("*.parquet"))) == 1
     assert len(list((tmp_path / "apart" / "exchanges").glob("*.parquet"))) == len(files)
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_joining_files_decoded_apart_before_replaces_their_rows(jobs: int, tmp_path: Path) -> None:
+    """Decoded file by file into OUTDIR, then again as one capture: the per-file rows go, none twice."""
+    editcap_split(SAMPLES / "mixed.pcap", tmp_path / "rotated", 40)
+    decode_files([tmp_path / "rotated"], tmp_path / "out", DecodeOptions(rotated=False))
+    decode_files([tmp_path / "rotated"], tmp_path / "out", DecodeOptions(), jobs=jobs, min_share_bytes=0)
+    decode_files([tmp_path / "rotated"], tmp_path / "once", DecodeOptions())
+    for t in ("exchanges", "partitions", "anomalies"):
+        assert sorted(map(repr, table(tmp_path / "out", t))) == sorted(map(repr, table(tmp_path / "once", t))), t
