@@ -30,9 +30,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from capture.capfile import open_capture
+from capture.capfile import PCAPNG_MAGIC, open_capture
 from capture.errors import CaptureError
 from capture.pcapfile import MAGICS
+from capture.pcapng import _interface
 from capture.records import RawRecord, RecordSource, problem
 from dissector.events import Anomaly
 
@@ -130,9 +131,9 @@ def _numbers_apart(a: str, b: str) -> int:
 def probe(path: Path) -> FileSpan | None:
     """The file's link type and first and last packet times; None if it is not a capture or holds no packet.
 
-    The last time of a pcap comes from its tail: a constant cost uncompressed; a
-    gzipped one is inflated once (in zlib, nothing per packet in Python). A
-    pcapng is read through once.
+    The last time comes from the file's tail: a constant cost for an uncompressed
+    pcap or single-section pcapng; a gzipped pcap is inflated once (in zlib, nothing
+    per packet in Python). Anything else is read through once.
     """
     try:
         source = open_capture(path)
@@ -145,6 +146,8 @@ def probe(path: Path) -> FileSpan | None:
     if first is None:
         return None
     last = _pcap_last_ts(path)
+    if last is None:
+        last = _pcapng_last_ts(path)
     if last is None:
         last = _read_last_ts(path)
     return FileSpan(path, first[1], first[0], max(last, first[0]))
@@ -191,6 +194,62 @@ def _pcap_last_ts(path: Path) -> int | None:
                 window *= 2
     except OSError:
         return None
+
+
+def _pcapng_last_ts(path: Path) -> int | None:
+    """The time of an uncompressed pcapng's last Enhanced Packet Block, walking back from the end.
+
+    Every pcapng block ends with its own length, so the last blocks are found
+    without reading the rest. The interfaces are those described before the first
+    packet, as rotating writers lay files out; an interface block met on the way
+    back, or a block that does not check out, gives None (the caller reads the file
+    through). A file of several sections whose later ones describe their interfaces
+    differently could be given a wrong time; at worst that keeps it out of a set.
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_TAIL)
+            if len(head) < 28 or head[:4] != PCAPNG_MAGIC:
+                return None
+            order = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}.get(head[8:12])
+            if order is None:
+                return None
+            u32 = struct.Struct(order + "I").unpack_from
+            interfaces = []
+            pos = u32(head, 4)[0]
+            while pos + 12 <= len(head):            # interfaces (and secrets) before the first packet
+                btype, blen = struct.unpack_from(order + "II", head, pos)
+                if btype in (2, 3, 6) or blen < 12 or pos + blen > len(head):
+                    break
+                if btype == 1:
+                    interfaces.append(_interface(head, pos, blen, order))
+                pos += blen
+            if not interfaces:
+                return None
+            size = os.fstat(f.fileno()).st_size
+            end = size
+            for _ in range(64):                    # statistics and other blocks may follow the last packet
+                if end < pos + 12:
+                    return None
+                f.seek(end - 4)
+                blen = u32(f.read(4), 0)[0]
+                if blen < 12 or blen % 4 or blen > end - pos:
+                    return None
+                f.seek(end - blen)
+                block = f.read(blen)
+                btype, first_len = struct.unpack_from(order + "II", block, 0)
+                if first_len != blen or btype in (0x0A0D0D0A, 1):
+                    return None                    # another section, or an interface described late
+                if btype == 6 and blen >= 32:
+                    iface, hi, lo = struct.unpack_from(order + "III", block, 8)
+                    if iface >= len(interfaces):
+                        return None
+                    i = interfaces[iface]
+                    return ((hi << 32) | lo) * i.mul // i.div + i.offset_ns
+                end -= blen
+    except OSError:
+        return None
+    return None
 
 
 def _gzip_pcap_last_ts(path: Path) -> int | None:

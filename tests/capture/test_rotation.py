@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from capture import CaptureError, capture_sets, open_capture
-from capture.rotation import ChainSource, _gzip_pcap_last_ts, _read_last_ts, probe, rotation_key
+from capture.rotation import ChainSource, _gzip_pcap_last_ts, _pcapng_last_ts, _read_last_ts, probe, rotation_key
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"
@@ -79,6 +79,22 @@ def test_a_gzipped_pcap_gives_its_last_packet_time_too(name: str, tmp_path: Path
     recs = records(open_capture(SAMPLES / f"{name}.pcap"))
     assert probe(gz).last_ts == recs[-1][0]  # type: ignore[union-attr]
     assert _gzip_pcap_last_ts(gz) == recs[-1][0]
+
+
+def test_a_pcapng_gives_its_last_packet_time_from_its_tail(tmp_path: Path) -> None:
+    """As Wireshark's writers lay pcapng out (editcap -F pcapng, and the keys-in-file TLS sample)."""
+    written = tmp_path / "group-rebalance.pcapng"
+    subprocess.run([need("editcap"), "-F", "pcapng", str(SAMPLES / "group-rebalance.pcap"), str(written)], check=True)
+    for path in (written, SAMPLES / "tls" / "tls13-port19443.pcapng", *PUBLIC.glob("*.pcapng")):
+        assert _pcapng_last_ts(path) == records(open_capture(path))[-1][0], path.name
+    late = tmp_path / "late-interface.pcapng"     # an interface described after packets: read through
+    data = written.read_bytes()
+    shb_len = int.from_bytes(data[4:8], "little")
+    idb_len = int.from_bytes(data[shb_len + 4:shb_len + 8], "little")
+    idb = data[shb_len:shb_len + idb_len]
+    late.write_bytes(data + idb)
+    assert _pcapng_last_ts(late) is None
+    assert probe(late).last_ts == records(open_capture(late))[-1][0]  # type: ignore[union-attr]
 
 
 def test_a_pcap_cut_inside_its_last_record_is_read_through(tmp_path: Path) -> None:
