@@ -61,6 +61,7 @@ examples:
   kdissect show traffic.pcap --api Produce,Fetch --topic orders
   kdissect show traffic.pcap --errors
   kdissect show traffic.pcap --slower-than 50 -V
+  kdissect show rotated/ --errors          # tcpdump -C/-G files of one capture, read as one
 """
 
 LIVE_HELP = """\
@@ -177,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="print Kafka messages one per line (-V: every field)",
                        description=SHOW_HELP, formatter_class=fmt)
-    p.add_argument("input", metavar="INPUT", help="a pcap/pcapng file")
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="a pcap/pcapng file, or the files (or directory) of one rotated capture")
     p.add_argument("--api", action="append", default=[], metavar="NAME",
                    help="only these apis: names or keys, comma-separated or repeated (Produce,Fetch,3)")
     p.add_argument("--topic", action="append", default=[], metavar="TOPIC",
@@ -268,6 +270,7 @@ def _decode(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from kdissect.filters import MessageFilter, parse_apis
+    from kdissect.inputs import captures, describe
     from kdissect.show import ShowOptions, show
     from kdissect.source import DecodeOptions, ports_option, protocol_option
 
@@ -278,10 +281,12 @@ def _show(args: argparse.Namespace) -> int:
         errors_only=args.errors,
         slower_than_ms=args.slower_than,
     )
-    if not os.path.isfile(args.input):
-        what = "is a directory (show takes one capture file)" if os.path.isdir(args.input) else "no such file"
-        raise KdissectError(f"{args.input}: {what}")
-    show(args.input, sys.stdout, ShowOptions(filt, args.verbose, args.absolute_time, args.count),
+    sets = captures(args.inputs)
+    if len(sets) != 1:
+        raise KdissectError(f"{len(sets)} captures given ({', '.join(describe(c) for c in sets[:3])}"
+                            f"{', ...' if len(sets) > 3 else ''}): show takes one capture, a file or the files "
+                            "of one rotated capture")
+    show(sets[0], sys.stdout, ShowOptions(filt, args.verbose, args.absolute_time, args.count),
          DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
                        tls_keylog=tuple(args.tls_keylog),
                        protocol=protocol_option(args.protocol)))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TextIO
@@ -121,9 +121,10 @@ class Printer:
         self._emit(f"     ! {ts}  {where}  {a.kind}: {a.detail}")
 
 
-def show(path: str | os.PathLike[str], out: TextIO, options: ShowOptions,
+def show(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], out: TextIO, options: ShowOptions,
          decode: DecodeOptions | None = None) -> int:
-    """Print the messages of a capture; returns the number of lines printed."""
+    """Print the messages of a capture (a file, or a rotated capture's files in order); returns the
+    number of lines printed."""
     run = open_capture_run(path, decode or DecodeOptions())
     p = Printer(out, options)
     try:

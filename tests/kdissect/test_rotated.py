@@ -95,3 +95,13 @@ def test_joining_files_decoded_apart_before_replaces_their_rows(jobs: int, tmp_p
     decode_files([tmp_path / "rotated"], tmp_path / "once", DecodeOptions())
     for t in ("exchanges", "partitions", "anomalies"):
         assert sorted(map(repr, table(tmp_path / "out", t))) == sorted(map(repr, table(tmp_path / "once", t))), t
+
+
+def test_show_reads_a_rotated_capture_as_one(tmp_path: Path, capsys) -> None:
+    files = editcap_split(SAMPLES / "mixed.pcap", tmp_path / "rotated", 40)
+    assert main(["show", str(SAMPLES / "mixed.pcap")]) == 0
+    whole = capsys.readouterr().out
+    assert main(["show", str(tmp_path / "rotated")]) == 0
+    assert capsys.readouterr().out == whole
+    assert main(["show", str(files[0]), str(SAMPLES / "mixed.pcap")]) != 0
+    assert "show takes one capture" in capsys.readouterr().err
