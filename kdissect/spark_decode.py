@@ -108,11 +108,12 @@ def spark_decode(spark: Any, inputs: list[str | os.PathLike[str]], outdir: str |
 
 
 def _probe_on_executors(sc: Any, paths: list[Path]) -> list[Any]:
-    """First and last packet times of files that may continue one another, looked up by Spark tasks:
-    a gzipped file is inflated to find its last packet, which the driver alone would do one file at a time."""
+    """First and last packet times of files that may continue one another, looked up by Spark tasks
+    when some are gzipped (inflated to find their last packet); read from their tails here otherwise,
+    which costs less than a Spark job."""
     from capture.rotation import probe
-    if not paths:
-        return []
+    if not any(p.name.lower().endswith(".gz") for p in paths):
+        return [probe(p) for p in paths]
     sc.setJobDescription(f"kdissect spark-decode: which of {len(paths)} files continue one another")
     return sc.parallelize(paths, min(len(paths), 4 * sc.defaultParallelism)).map(probe).collect()
 

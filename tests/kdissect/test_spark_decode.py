@@ -181,6 +181,21 @@ def test_data_source_names_topics_across_shards(spark, inputs: Path, reference: 
     assert _frame_rows(df) == want
 
 
+def test_gzipped_rotations_are_looked_at_by_spark_tasks_and_decode_as_one(spark, tmp_path: Path) -> None:
+    import gzip
+    from kdissect.spark_decode import spark_decode
+    for f in editcap_split(REPO / "samples" / "mixed.pcap", tmp_path / "rot", 40):
+        f.with_name(f.name + ".gz").write_bytes(gzip.compress(f.read_bytes()))
+        f.unlink()
+    jobs_before = len(spark.sparkContext.statusTracker().getJobIdsForGroup())
+    result = spark_decode(spark, [tmp_path / "rot"], tmp_path / "spark", DecodeOptions())
+    assert len(spark.sparkContext.statusTracker().getJobIdsForGroup()) == jobs_before + 2   # probe + decode
+    assert result.counts.captures == 1 and len(result.rotated) == 1
+    decode_files([tmp_path / "rot"], tmp_path / "decode", DecodeOptions())
+    for table in SHOWN:
+        assert table_rows(tmp_path / "spark", table) == table_rows(tmp_path / "decode", table), table
+
+
 def test_data_source_reads_a_rotated_capture_as_one_unless_told_otherwise(spark, inputs: Path, reference: Path) -> None:
     from kdissect.spark_source import register
     register(spark)
