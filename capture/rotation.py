@@ -32,7 +32,7 @@ from pathlib import Path
 
 from capture.capfile import PCAPNG_MAGIC, open_capture
 from capture.errors import CaptureError
-from capture.pcapfile import MAGICS
+from capture.pcapfile import MAGICS, MAX_SNAPLEN
 from capture.pcapng import _interface
 from capture.records import RawRecord, RecordSource, problem
 from dissector.events import Anomaly
@@ -43,8 +43,9 @@ NS = 1_000_000_000
 # long, and separate recordings made one after another (a test harness restarting a broker) usually do.
 MAX_GAP = 10 * NS
 SLACK = NS                    # timestamps of one capture may step back a little (per-CPU clocks, -i any)
-_TAIL = 1 << 16               # first window searched for the last pcap record; doubled up to _TAIL_MAX
-_TAIL_MAX = 16 << 20
+_TAIL = 1 << 16               # head of a pcapng read for its interface descriptions
+_TAIL_MAX = 3 * (MAX_SNAPLEN + 24) + 24   # tail of a pcap holding its last three records
+_SCAN_BUDGET = 1 << 20        # record headers tried in a tail before reading the file through instead
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,15 +107,19 @@ def _chains(spans: list[FileSpan], max_gap: int) -> list[tuple[Path, ...]]:
     open chain whose last file ends just before it starts and whose name differs
     from its own in the fewest numbers (then: the shortest gap).
     """
-    chains: list[list[FileSpan]] = []
+    done: list[list[FileSpan]] = []
+    open_: list[list[FileSpan]] = []           # chains a later file may still continue
     for s in sorted(spans, key=lambda s: (s.first_ts, s.path.name)):
-        fits = [c for c in chains if _continues(c[-1], s, max_gap)]
+        # Files come in order of their start: a chain ended longer than max_gap ago stays ended.
+        done += [c for c in open_ if c[-1].last_ts + max_gap < s.first_ts]
+        open_ = [c for c in open_ if c[-1].last_ts + max_gap >= s.first_ts]
+        fits = [c for c in open_ if _continues(c[-1], s, max_gap)]
         if fits:
             best = min(fits, key=lambda c: (_numbers_apart(c[-1].path.name, s.path.name), s.first_ts - c[-1].last_ts))
             best.append(s)
         else:
-            chains.append([s])
-    return [tuple(f.path for f in c) for c in chains if len(c) > 1]
+            open_.append([s])
+    return [tuple(f.path for f in c) for c in done + open_ if len(c) > 1]
 
 
 def _continues(prev: FileSpan, nxt: FileSpan, max_gap: int) -> bool:
@@ -183,15 +188,9 @@ def _pcap_last_ts(path: Path) -> int | None:
             order, frac_ns, hlen = MAGICS[head[:4]]
             size = os.fstat(f.fileno()).st_size
             unpack = struct.Struct(order + "IIII").unpack_from
-            window = _TAIL
-            while True:
-                start = max(24, size - window)
-                f.seek(start)
-                tail = f.read(size - start)
-                found = _last_record(tail, start == 24, unpack, hlen, frac_ns)
-                if found is not None or start == 24 or window >= _TAIL_MAX:
-                    return found
-                window *= 2
+            start = max(24, size - _TAIL_MAX)
+            f.seek(start)
+            return _last_record(f.read(size - start), start == 24, unpack, hlen, frac_ns)
     except OSError:
         return None
 
@@ -270,7 +269,7 @@ def _gzip_pcap_last_ts(path: Path) -> int | None:
                         head += out[:24 - len(head)]
                     total += len(out)
                     tail += out
-                    if len(tail) > 2 * _TAIL_MAX:
+                    if len(tail) > 2 * _TAIL_MAX:            # trimmed now and then, not per chunk
                         del tail[:len(tail) - _TAIL_MAX]
                     chunk = inflate.unused_data      # a next gzip member
                     if chunk:
@@ -286,26 +285,41 @@ def _gzip_pcap_last_ts(path: Path) -> int | None:
 
 
 def _last_record(buf: bytes, at_header: bool, unpack, hlen: int, frac_ns: int) -> int | None:  # type: ignore[no-untyped-def]
+    """The time of the record ending exactly at the end of ``buf`` that two records chain up to.
+
+    A record is at most ``MAX_SNAPLEN`` long, so only that far back is searched, and
+    at most ``_SCAN_BUDGET`` headers are looked at in all: a tail that explains
+    nothing (damage, or bytes made to look like many candidates) gives None soon,
+    and the caller reads the file through.
+    """
     end = len(buf)
     frac_max = NS // frac_ns
-    for p in range(end - hlen, -1, -1):
-        sec, frac, caplen, wirelen = unpack(buf, p)
+    budget = [_SCAN_BUDGET]
+    for p in range(end - hlen, max(-1, end - hlen - MAX_SNAPLEN - 1), -1):
+        budget[0] -= 1
+        if budget[0] < 0:
+            return None
+        sec, frac, caplen, _ = unpack(buf, p)
         if p + hlen + caplen != end or frac >= frac_max:
             continue
-        if _chains_back(buf, p, 2, at_header, unpack, hlen, frac_max, sec):
+        if _chains_back(buf, p, 2, at_header, unpack, hlen, frac_max, sec, budget):
             return sec * NS + frac * frac_ns
     return None
 
 
 def _chains_back(buf: bytes, p: int, depth: int, at_header: bool, unpack, hlen: int,  # type: ignore[no-untyped-def]
-                 frac_max: int, sec: int) -> bool:
+                 frac_max: int, sec: int, budget: list[int]) -> bool:
     """Whether ``depth`` records end exactly at ``p``, each plausibly before the next in time."""
     if depth == 0 or (p == 0 and at_header):
         return True
-    for q in range(p - hlen, -1, -1):
+    for q in range(p - hlen, max(-1, p - hlen - MAX_SNAPLEN - 1), -1):
+        budget[0] -= 1
+        if budget[0] < 0:
+            return False
         qsec, qfrac, qcap, _ = unpack(buf, q)
-        if q + hlen + qcap == p and qfrac < frac_max and qsec <= sec + 1:
-            return _chains_back(buf, q, depth - 1, at_header, unpack, hlen, frac_max, qsec)
+        if (q + hlen + qcap == p and qfrac < frac_max and qsec <= sec + 1
+                and _chains_back(buf, q, depth - 1, at_header, unpack, hlen, frac_max, qsec, budget)):
+            return True
     return False
 
 

@@ -18,7 +18,15 @@ from pathlib import Path
 import pytest
 
 from capture import CaptureError, capture_sets, open_capture
-from capture.rotation import ChainSource, _gzip_pcap_last_ts, _pcapng_last_ts, _read_last_ts, probe, rotation_key
+from capture.rotation import (
+    ChainSource,
+    _gzip_pcap_last_ts,
+    _pcap_last_ts,
+    _pcapng_last_ts,
+    _read_last_ts,
+    probe,
+    rotation_key,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"
@@ -102,6 +110,20 @@ def test_a_pcap_cut_inside_its_last_record_is_read_through(tmp_path: Path) -> No
     cut = tmp_path / "cut.pcap"
     cut.write_bytes(whole[:-5])
     assert probe(cut).last_ts == _read_last_ts(cut) == records(open_capture(cut))[-1][0]  # type: ignore[union-attr]
+
+
+def test_a_tail_made_of_candidates_gives_up_and_is_read_through(tmp_path: Path) -> None:
+    """Hand-built (no writer makes it): every 16 bytes a header whose length reaches the end of the file,
+    none chaining to another. The tail search stops at its budget instead of trying each against each."""
+    n = 1 << 20
+    body = bytearray(n)
+    for p in range(0, n - 16, 16):
+        struct.pack_into("<IIII", body, p, 1, 0, n - p - 16, n)
+    craft = tmp_path / "craft.pcap"
+    craft.write_bytes((SAMPLES / "mixed.pcap").read_bytes()[:24] + bytes(body))
+    assert _pcap_last_ts(craft) is None
+    recs = records(open_capture(craft))
+    assert recs and probe(craft).last_ts == max(recs[-1][0], recs[0][0])  # type: ignore[union-attr]
 
 
 def test_not_a_capture_and_an_empty_capture_have_no_span(tmp_path: Path) -> None:
