@@ -38,6 +38,8 @@ from __future__ import annotations
 import os
 from collections.abc import Generator, Iterator, Sequence
 
+import dissector  # noqa: F401  (first: installs the KDISSECT_PURE switch, see dissector.compiled)
+
 from capture.capfile import open_capture
 from capture.detect import WELL_KNOWN_PORTS, KafkaProbe, parse_ports
 from capture.errors import CaptureError

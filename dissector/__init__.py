@@ -24,7 +24,12 @@ Kafka 0.7, the protocol before 0.8, has its own connection
 request (or as the user forces it).
 """
 
-from dissector.events import (
+from dissector.compiled import install_pure_switch
+
+install_pure_switch()   # before any compiled module of the package can load
+
+from dissector.events import (  # noqa: E402
+
     Anomaly,
     DecodeFailure,
     Direction,

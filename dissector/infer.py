@@ -9,11 +9,12 @@ newest that fits.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 from dissector import schema
-from dissector.decoders import DECODE_ERRORS, Decoders
+from dissector.decoders import DECODE_ERRORS, Decoders, message_source
 from dissector.framing import parse_response_header
 
 MAX_INFER_SIZE = 1 << 20  # beyond this, trying ~370 schemas costs more than a guess is worth
@@ -72,29 +73,29 @@ def _every_response() -> list[tuple[int, int]]:
 _EVERY = _every_response()
 
 
+@functools.cache
+def _layout(api_key: int, version: int) -> tuple[int, str]:
+    """(header version, decoder source): versions that share both decode alike, so one attempt
+    answers for all of them (368 response schemas have 208 layouts). At most 368 entries."""
+    return schema.response_header_version(api_key, version), message_source(schema.message(api_key, "response", version))
+
+
 def infer_response(decoders: Decoders, frame: bytes, seen_versions: dict[int, int] | None = None,
                    candidates: list[tuple[int, int]] | None = None) -> Inference | None:
     """Try every response schema (or only ``candidates``); None unless one api key fits."""
     if len(frame) < 4 or len(frame) > MAX_INFER_SIZE:
         return None
-    fits: list[tuple[int, int, int, dict]] = []
+    order = candidates if candidates is not None else _EVERY
     header_cache: dict[int, int | None] = {}
-    for api_key, version in (candidates if candidates is not None else _EVERY):
-        hv = schema.response_header_version(api_key, version)
-        if hv not in header_cache:
-            try:
-                header_cache[hv] = parse_response_header(frame, hv)[1]
-            except DECODE_ERRORS:
-                header_cache[hv] = None
-        start = header_cache[hv]
-        if start is None:
-            continue
-        d = decoders.decode(api_key, "response", version, frame, start)
-        if d is None or d.failure is not None or d.end != len(frame):
-            continue
-        if not d.body or not _plausible(d.body):
-            continue
-        fits.append((api_key, version, hv, d.body))
+    tried: dict[tuple[int, str], dict | None] = {}
+    fits: list[tuple[int, int, int, dict]] = []
+    for api_key, version in order:
+        layout = _layout(api_key, version)
+        if layout not in tried:
+            tried[layout] = _fit(decoders, api_key, version, frame, layout[0], header_cache)
+        body = tried[layout]
+        if body is not None:
+            fits.append((api_key, version, layout[0], body))
     keys = {f[0] for f in fits}
     if len(keys) != 1:
         return None
@@ -105,3 +106,28 @@ def infer_response(decoders: Decoders, frame: bytes, seen_versions: dict[int, in
     if chosen is None:
         chosen = fits[-1]
     return Inference(api_key, chosen[1], chosen[2], chosen[3], [(f[0], f[1]) for f in fits])
+
+
+def _fit(decoders: Decoders, api_key: int, version: int, frame: bytes, hv: int,
+         header_cache: dict[int, int | None]) -> dict | None:
+    """The body when ``frame`` decodes completely and plausibly as this response, else None.
+
+    Calls the decoder directly: a failed attempt is the common case here, and locating where a
+    body failed (``decoders.run``) costs more than the attempt."""
+    if hv not in header_cache:
+        try:
+            header_cache[hv] = parse_response_header(frame, hv)[1]
+        except DECODE_ERRORS:
+            header_cache[hv] = None
+    start = header_cache[hv]
+    fn = decoders.get(api_key, "response", version) if start is not None else None
+    if fn is None:
+        return None
+    body: dict[str, Any] = {}
+    try:
+        end = fn(frame, start, body)
+    except DECODE_ERRORS:
+        return None
+    if end != len(frame) or not body or not _plausible(body):
+        return None
+    return body

@@ -237,11 +237,14 @@ def _cores() -> int:
 
 
 def _version() -> str:
+    from dissector.compiled import describe
+
     try:
         from importlib.metadata import version
-        return version("kafka-dissect")
+        number = version("kafka-dissect")
     except Exception:  # noqa: BLE001 - not installed (running from a checkout)
-        return "dev"
+        number = "dev"
+    return f"{number} ({describe()})"
 
 
 def _decode(args: argparse.Namespace) -> int:

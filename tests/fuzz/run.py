@@ -19,6 +19,7 @@ if any target failed.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -39,13 +40,20 @@ class Result:
     detail: str
 
 
-def _child(target: str, corpus: Path, workdir: Path, runs: int, seconds: int, max_len: int) -> None:
+def instrument() -> None:
+    """Import the code under test with atheris's coverage hooks (in a KDISSECT_PURE process)."""
     import atheris
 
     with atheris.instrument_imports(include=["capture", "dissector", "kdissect"]):
         import capture.pipeline  # noqa: F401  (instrumented before the targets import them)
         import dissector.connection  # noqa: F401
         import kdissect.dataset  # noqa: F401
+
+
+def _child(target: str, corpus: Path, workdir: Path, runs: int, seconds: int, max_len: int) -> None:
+    import atheris
+
+    instrument()
     from tests.fuzz.targets import TARGETS
 
     t = TARGETS[target]
@@ -69,7 +77,8 @@ def run_target(target: str, workdir: Path, runs: int, seconds: int, quiet: bool 
     proc = subprocess.run(
         [sys.executable, "-m", "tests.fuzz.run", "--child", target, "--corpus", str(corpus),
          "--workdir", str(tdir), "--runs", str(runs), "--seconds", str(seconds), "--max-len", str(max_len)],
-        cwd=ROOT, capture_output=True, text=True, errors="replace")
+        cwd=ROOT, capture_output=True, text=True, errors="replace",
+        env={**os.environ, "KDISSECT_PURE": "1"})   # atheris sees Python bytecode, not the compiled modules
     elapsed = time.monotonic() - t0
     log = proc.stderr + proc.stdout
     (tdir / "last.log").write_text(log)

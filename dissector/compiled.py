@@ -1,0 +1,97 @@
+"""Which of kdissect's modules run compiled, and the switch that runs them all as Python.
+
+``setup.py`` compiles the hot path (its ``HOT_MODULES``) with Cython next to the ``.py`` files,
+and Python's import system prefers the compiled copy. ``KDISSECT_PURE=1`` in the environment
+makes imports of ``capture``, ``dissector`` and ``kdissect`` modules load the ``.py`` source
+instead: fuzzing needs it (atheris instruments bytecode), tracebacks get line numbers, and the
+tests use it to hold both builds to the same dataset. A ``.py`` edited after its compiled copy
+was built is loaded as source too, so an edit always takes effect (at Python's speed until the
+next ``pip install -e .``).
+"""
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+PACKAGES = ("capture", "dissector", "kdissect")
+_ENV = "KDISSECT_PURE"
+
+
+def pure_requested() -> bool:
+    return os.environ.get(_ENV, "") not in ("", "0")
+
+
+def is_compiled(module: object) -> bool:
+    return str(getattr(module, "__file__", "") or "").endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+
+
+def compiled_modules() -> list[str]:
+    """Names of the loaded kdissect modules that are compiled (empty when pure)."""
+    return sorted(name for name, mod in list(sys.modules.items())
+                  if name.split(".")[0] in PACKAGES and is_compiled(mod))
+
+
+def available() -> list[str]:
+    """Names of the modules that have a compiled copy on disk, loaded or not."""
+    out = []
+    for pkg in PACKAGES:
+        spec = importlib.util.find_spec(pkg)
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                for so in Path(root).rglob(f"*{suffix}"):
+                    rel = so.relative_to(Path(root).parent)
+                    out.append(".".join(rel.parts[:-1] + (so.name.split(".")[0],)))
+    return sorted(set(out))
+
+
+def describe() -> str:
+    """Which build runs, for ``kdissect --version``."""
+    if pure_requested():
+        return f"pure Python: {_ENV} is set"
+    n = len(available())
+    return f"compiled hot path, {n} modules" if n else "pure Python: nothing compiled (pip install -v . shows why)"
+
+
+class _SourceFirst:
+    """A meta path finder that loads a module's ``.py`` instead of its compiled copy: always under
+    ``KDISSECT_PURE``, else only when the ``.py`` was edited after the copy was built (a working tree
+    between edits and ``pip install -e .``, which would otherwise run the old code)."""
+
+    def __init__(self, always: bool):
+        self.always = always
+
+    def find_spec(self, name: str, path, target=None):
+        if name.split(".")[0] not in PACKAGES or not path:
+            return None
+        leaf = name.rpartition(".")[2]
+        for entry in path:
+            source = Path(entry) / f"{leaf}.py"
+            if not source.is_file():
+                continue
+            if not self.always and not _stale(source):
+                return None
+            loader = importlib.machinery.SourceFileLoader(name, str(source))
+            return importlib.util.spec_from_file_location(name, source, loader=loader)
+        return None
+
+
+def _stale(source: Path) -> bool:
+    edited = source.stat().st_mtime
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        built = source.with_name(source.stem + suffix)
+        if built.is_file():
+            return built.stat().st_mtime < edited
+    return False
+
+
+def install_pure_switch() -> None:
+    """Called by ``dissector/__init__.py`` before anything else of the package loads."""
+    if any(isinstance(f, _SourceFirst) for f in sys.meta_path):
+        return
+    # Just ahead of the standard path finder, not first: a finder installed earlier that defers to
+    # the ones after it (atheris instruments the spec it gets back) must still see this one's.
+    at = next((i for i, f in enumerate(sys.meta_path) if f is importlib.machinery.PathFinder), len(sys.meta_path))
+    sys.meta_path.insert(at, _SourceFirst(always=pure_requested()))

@@ -1,0 +1,78 @@
+"""Compiles the per-packet hot path with Cython at install time (issue #8).
+
+Decoding small messages in pure Python ran at a third of tshark's rate, spread over reading,
+reassembly, framing, body decoding and row building with no single hot spot left. Compiling
+those modules as they are removes most of the interpreter's dispatch cost without a second
+implementation: the ``.py`` files stay the only source, and the fallback when there is no
+compiler (or with ``KDISSECT_PURE=1``, see ``dissector/compiled.py``) is the same code.
+
+Everything else is in ``pyproject.toml``. A failed compile is a warning, never a failed
+install: kdissect then runs as Python.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+# The modules every packet or exchange passes through. Packages' __init__ files stay Python:
+# dissector/__init__.py installs the KDISSECT_PURE switch before any of these load.
+HOT_MODULES = [
+    "capture/capfile.py", "capture/causal.py", "capture/detect.py", "capture/flows.py",
+    "capture/packet.py", "capture/pcapfile.py", "capture/pcapng.py", "capture/pipeline.py",
+    "capture/reassembly.py", "capture/records.py", "capture/shard.py", "capture/stream.py",
+    "capture/tlsflow.py", "capture/tls/records.py", "capture/tls/session.py",
+    "dissector/codecs.py", "dissector/connection.py", "dissector/decoders.py", "dissector/embedded.py",
+    "dissector/framing.py", "dissector/held.py", "dissector/infer.py", "dissector/legacy.py",
+    "dissector/protocols.py", "dissector/records.py", "dissector/redact.py", "dissector/topics.py",
+    "dissector/views.py", "dissector/v07/connection.py", "dissector/v07/messages.py",
+    "dissector/v07/wire.py", "dissector/v07/views.py",
+    "kdissect/bodies.py", "kdissect/columns.py", "kdissect/dataset.py", "kdissect/decode.py",
+    "kdissect/rows.py",
+]
+
+# Python semantics exactly: annotations are not C types (a Counter stays a valid dict argument),
+# and nothing that changes arithmetic or indexing is switched on.
+DIRECTIVES = {"language_level": 3, "annotation_typing": False, "binding": False}
+
+
+def _warn(msg: str) -> None:
+    print(f"kafka-dissect: {msg}; kdissect will run as pure Python (slower, same output)", file=sys.stderr)
+
+
+class OptionalBuildExt(build_ext):
+    """build_ext that never fails the install: a module that does not compile stays Python."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if self.parallel is None:
+            self.parallel = os.cpu_count() or 1
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # no compiler, no Python headers: the .py files still work
+            _warn(f"compiling the hot path failed ({exc})")
+
+    def build_extension(self, ext) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:
+            _warn(f"{ext.name} did not compile ({exc})")
+
+
+def extensions() -> list:
+    if os.environ.get("KDISSECT_PURE"):
+        return []
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        _warn("Cython is not available")
+        return []
+    return cythonize(HOT_MODULES, compiler_directives=DIRECTIVES,
+                     nthreads=os.cpu_count() or 1, quiet=True)
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

@@ -1,0 +1,124 @@
+"""The compiled hot path (setup.py, Cython) and its pure-Python fallback give the same dataset.
+
+CI sets ``KDISSECT_REQUIRE_COMPILED=1``: there a build that silently fell back to Python fails
+these tests instead of passing slowly.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dissector import compiled
+from tests.kdissect.test_parallel import rows
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "samples"
+PUBLIC = REPO.parent / "shared" / "public-captures"
+
+
+def hot_modules() -> list[str]:
+    """setup.py's HOT_MODULES as module names (read, not imported: setup.py runs setup())."""
+    tree = ast.parse((REPO / "setup.py").read_text())
+    value = next(n.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "HOT_MODULES")
+    return [p[:-3].replace("/", ".") for p in ast.literal_eval(value)]
+
+
+def _require_compiled() -> None:
+    if not compiled.available():
+        if os.environ.get("KDISSECT_REQUIRE_COMPILED"):
+            pytest.fail("no compiled module: the install fell back to Python (see pip's output for why)")
+        pytest.skip("kdissect is installed without its compiled modules")
+
+
+def _run(code: str, *, pure: bool) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "KDISSECT_PURE"}
+    if pure:
+        env["KDISSECT_PURE"] = "1"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+_LOADED = """
+import json, capture.pipeline, kdissect.decode, kdissect.dataset, dissector.v07.connection, capture.tlsflow
+from dissector import compiled
+print(json.dumps(compiled.compiled_modules()))
+"""
+
+
+def test_every_hot_module_is_compiled() -> None:
+    _require_compiled()
+    assert compiled.available() == sorted(hot_modules())
+    loaded = json.loads(_run(_LOADED, pure=False))
+    assert {"capture.pipeline", "dissector.connection", "kdissect.rows", "dissector.v07.connection"} <= set(loaded)
+    assert set(loaded) <= set(hot_modules())
+
+
+def test_kdissect_pure_loads_only_python_sources() -> None:
+    _require_compiled()
+    assert json.loads(_run(_LOADED, pure=True)) == []
+
+
+_VERSION = "import sys; from kdissect.cli import main; sys.argv = ['kdissect', '--version']; main()"
+
+
+def test_version_says_which_build_runs() -> None:
+    _require_compiled()
+    assert f"(compiled hot path, {len(hot_modules())} modules)" in _run(_VERSION, pure=False)
+    assert "(pure Python: KDISSECT_PURE is set)" in _run(_VERSION, pure=True)
+
+
+def test_hot_modules_exist() -> None:
+    assert all((REPO / (m.replace(".", "/") + ".py")).is_file() for m in hot_modules())
+
+
+_DECODE = """
+import sys, kdissect
+from pathlib import Path
+samples, out = Path(sys.argv[1]), Path(sys.argv[2])
+plain = sorted(samples.glob("*.pcap")) + sorted((samples / "v07").glob("*.pcap"))
+kdissect.write_dataset(plain, out / "plain", records=True, record_bytes=True)
+tls = sorted((samples / "tls").glob("*.pcap"))
+kdissect.write_dataset(tls, out / "tls", records=True, tls_keylog=sorted((samples / "tls").glob("*.keys")))
+public = Path(sys.argv[3])
+if public.is_dir():
+    kdissect.write_dataset([public], out / "public", records=True, record_bytes=True)
+"""
+
+
+@pytest.mark.slow
+def test_pure_and_compiled_decode_every_sample_alike(tmp_path: Path) -> None:
+    _require_compiled()
+    for mode in ("compiled", "pure"):
+        code = f"import sys; sys.argv = ['-', {str(SAMPLES)!r}, {str(tmp_path / mode)!r}, {str(PUBLIC)!r}]\n"
+        _run(code + _DECODE, pure=mode == "pure")
+    for part in ("plain", "tls", "public"):
+        if (tmp_path / "compiled" / part).exists():
+            pure, comp = rows(tmp_path / "pure" / part), rows(tmp_path / "compiled" / part)
+            assert comp["exchanges"], part
+            assert comp == pure, part
+
+
+def test_a_module_edited_after_its_build_loads_from_source(tmp_path: Path) -> None:
+    import importlib.machinery
+
+    source = tmp_path / "hot.py"
+    built = tmp_path / f"hot{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+    source.write_text("X = 1\n")
+    built.write_bytes(b"")
+    finder = compiled._SourceFirst(always=False)
+    os.utime(source, (1_000, 1_000))
+    os.utime(built, (2_000, 2_000))
+    assert finder.find_spec("capture.hot", [str(tmp_path)]) is None          # the compiled copy loads
+    os.utime(source, (3_000, 3_000))
+    assert finder.find_spec("capture.hot", [str(tmp_path)]).origin == str(source)
+    assert compiled._SourceFirst(always=True).find_spec("capture.hot", [str(tmp_path)]) is not None
+    assert finder.find_spec("elsewhere.hot", [str(tmp_path)]) is None
