@@ -145,12 +145,14 @@ def bench(capture: Path, work: Path, repeat: int, jobs: int, tshark: Tshark) -> 
     for p in ports or [9092]:
         cmd += ["-d", f"tcp.port=={p},kafka"]
     cmd += ["-Y", "kafka", "-T", "fields"] + [a for f in TSHARK_FIELDS for a in ("-e", f)]
-    results = {"tshark": Runs(), "kdissect -j1": Runs(), f"kdissect -j{jobs}": Runs()}
+    results = {"tshark": Runs(), "kdissect -j1": Runs(), f"kdissect -j{jobs}": Runs(), "pure -j1": Runs()}
     for _ in range(repeat):
         with (work / "tshark.tsv").open("wb") as tsv:      # written out, as kdissect writes Parquet
             measure(cmd, results["tshark"], stdout=tsv)
         measure(kd + ["--jobs", "1"], results["kdissect -j1"], env)
         measure(kd + ["--jobs", str(jobs)], results[f"kdissect -j{jobs}"], env)
+        # The same code without its compiled modules (setup.py): what the compiled build buys.
+        measure(kd + ["--jobs", "1"], results["pure -j1"], {**env, "KDISSECT_PURE": "1"})
     return {"exchanges": exchanges, "runs": results}
 
 
@@ -164,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
 
     captures = args.captures or make_captures()
     tshark = Tshark(args.tshark)
-    print(f"{tshark.version()}; {os.cpu_count()} CPUs; median of {args.repeat} alternating runs; "
+    build = subprocess.run([sys.executable, "-m", "kdissect", "--version"], capture_output=True, text=True, cwd=ROOT)
+    print(f"{build.stdout.strip()}; {tshark.version()}; {os.cpu_count()} CPUs; median of {args.repeat} alternating runs; "
           "RSS: the largest single process", flush=True)
     print(f"{'capture':<34} {'MB':>6} {'exchanges':>9}  {'tool':<12} {'wall s':>7} {'cpu s':>7} {'RSS MB':>7} "
           f"{'exch/s':>8} {'exch/cpu-s':>10} {'tshark/this':>11}  load", flush=True)
