@@ -57,8 +57,8 @@ def describe() -> str:
 
 class _SourceFirst:
     """A meta path finder that loads a module's ``.py`` instead of its compiled copy: always under
-    ``KDISSECT_PURE``, else only when the ``.py`` was edited after the copy was built (a working tree
-    between edits and ``pip install -e .``, which would otherwise run the old code)."""
+    ``KDISSECT_PURE``, else only in a checkout whose ``.py`` was edited after the copy was built
+    (between an edit and the next ``pip install -e .``, which would otherwise run the old code)."""
 
     def __init__(self, always: bool):
         self.always = always
@@ -71,11 +71,17 @@ class _SourceFirst:
             source = Path(entry) / f"{leaf}.py"
             if not source.is_file():
                 continue
-            if not self.always and not _stale(source):
+            if not self.always and not (_in_checkout(Path(entry), name) and _stale(source)):
                 return None
             loader = importlib.machinery.SourceFileLoader(name, str(source))
             return importlib.util.spec_from_file_location(name, source, loader=loader)
         return None
+
+
+def _in_checkout(entry: Path, name: str) -> bool:
+    """A source tree (setup.py beside the packages), where files get edited. Not site-packages:
+    there installation order, not editing, decides which of a module's files is newer."""
+    return (entry.parents[name.count(".") - 1] / "setup.py").is_file()
 
 
 def _stale(source: Path) -> bool:

@@ -110,15 +110,21 @@ def test_pure_and_compiled_decode_every_sample_alike(tmp_path: Path) -> None:
 def test_a_module_edited_after_its_build_loads_from_source(tmp_path: Path) -> None:
     import importlib.machinery
 
-    source = tmp_path / "hot.py"
-    built = tmp_path / f"hot{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+    package = tmp_path / "capture"
+    package.mkdir()
+    source = package / "hot.py"
+    built = package / f"hot{importlib.machinery.EXTENSION_SUFFIXES[0]}"
     source.write_text("X = 1\n")
     built.write_bytes(b"")
     finder = compiled._SourceFirst(always=False)
     os.utime(source, (1_000, 1_000))
     os.utime(built, (2_000, 2_000))
-    assert finder.find_spec("capture.hot", [str(tmp_path)]) is None          # the compiled copy loads
+    (tmp_path / "setup.py").write_text("")
+    assert finder.find_spec("capture.hot", [str(package)]) is None          # the compiled copy loads
     os.utime(source, (3_000, 3_000))
-    assert finder.find_spec("capture.hot", [str(tmp_path)]).origin == str(source)
-    assert compiled._SourceFirst(always=True).find_spec("capture.hot", [str(tmp_path)]) is not None
-    assert finder.find_spec("elsewhere.hot", [str(tmp_path)]) is None
+    assert finder.find_spec("capture.hot", [str(package)]).origin == str(source)
+    assert finder.find_spec("elsewhere.hot", [str(package)]) is None
+    # Installed (no setup.py beside the packages): file times say nothing about edits.
+    (tmp_path / "setup.py").unlink()
+    assert finder.find_spec("capture.hot", [str(package)]) is None
+    assert compiled._SourceFirst(always=True).find_spec("capture.hot", [str(package)]).origin == str(source)
