@@ -92,7 +92,9 @@ def _integers(values: list[Any], type_: pa.DataType, dtype: Any) -> pa.Array:
     import numpy as np
     import pyarrow as pa
     objs = _objects(values)
-    missing = objs == None  # noqa: E711 - elementwise on an object array
+    # np.equal, not ``==``: the same element-wise test, but atheris's comparison hook leaks the
+    # arrays an ``==`` returns, which grew the dataset_writer fuzzer ~6.5 KB per input.
+    missing = np.equal(objs, None)
     if missing.any():
         objs[missing] = 0
     try:
@@ -117,7 +119,7 @@ def _booleans(values: list[Any], type_: pa.DataType) -> pa.Array:
     import numpy as np
     import pyarrow as pa
     objs = _objects(values)
-    missing = objs == None  # noqa: E711
+    missing = np.equal(objs, None)     # not ``==``: see _integers
     if missing.any():
         objs[missing] = False
     bits = np.packbits(objs.astype(bool), bitorder="little")
