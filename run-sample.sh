@@ -8,7 +8,7 @@ sample=samples/mixed.pcap
 [ -f "$sample" ] || sample=samples/tansu-produce-codecs.pcap
 
 if [ ! -x .venv/bin/kdissect ] || ! .venv/bin/python -c "import pyspark" 2>/dev/null; then
-    echo "setting up .venv (pip install -e .; Spark is part of it, a few hundred MB) ..."
+    echo "setting up .venv (pip install -e .: Spark is part of it, a few hundred MB, and the hot path is compiled, a few minutes) ..."
     python3 -m venv .venv
     if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e .; } \
             >.venv/pip.log 2>&1; then

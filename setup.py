@@ -64,7 +64,7 @@ class OptionalBuildExt(build_ext):
 
 
 def extensions() -> list:
-    if os.environ.get("KDISSECT_PURE"):
+    if os.environ.get("KDISSECT_PURE", "") not in ("", "0"):   # as dissector.compiled.pure_requested
         return []
     try:
         from Cython.Build import cythonize

@@ -150,7 +150,8 @@ def bench(capture: Path, work: Path, repeat: int, jobs: int, tshark: Tshark) -> 
         with (work / "tshark.tsv").open("wb") as tsv:      # written out, as kdissect writes Parquet
             measure(cmd, results["tshark"], stdout=tsv)
         measure(kd + ["--jobs", "1"], results["kdissect -j1"], env)
-        measure(kd + ["--jobs", str(jobs)], results[f"kdissect -j{jobs}"], env)
+        if jobs != 1:
+            measure(kd + ["--jobs", str(jobs)], results[f"kdissect -j{jobs}"], env)
         # The same code without its compiled modules (setup.py): what the compiled build buys.
         measure(kd + ["--jobs", "1"], results["pure -j1"], {**env, "KDISSECT_PURE": "1"})
     return {"exchanges": exchanges, "runs": results}

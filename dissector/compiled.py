@@ -36,15 +36,16 @@ def compiled_modules() -> list[str]:
 
 def available() -> list[str]:
     """Names of the modules that have a compiled copy on disk, loaded or not."""
-    out = []
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    out = set()
     for pkg in PACKAGES:
         spec = importlib.util.find_spec(pkg)
         for root in (spec.submodule_search_locations or []) if spec else []:
-            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-                for so in Path(root).rglob(f"*{suffix}"):
+            for so in Path(root).rglob("*"):
+                if so.name.endswith(suffixes):
                     rel = so.relative_to(Path(root).parent)
-                    out.append(".".join(rel.parts[:-1] + (so.name.split(".")[0],)))
-    return sorted(set(out))
+                    out.add(".".join(rel.parts[:-1] + (so.name.split(".")[0],)))
+    return sorted(out)
 
 
 def describe() -> str:
