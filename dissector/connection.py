@@ -81,6 +81,9 @@ class Options:
     held: Any = field(default=None, compare=False)
     # Shared likewise (dissector.infer.InferenceBudget): full inference searches that missed, capture-wide.
     inference: Any = field(default=None, compare=False)
+    # Request and Response events as each message decodes. An Exchange carries both, so a consumer
+    # that only keeps exchanges (the dataset) turns these off and skips two events per exchange.
+    message_events: bool = True
 
 
 class _Side:
@@ -138,6 +141,7 @@ class Connection:
         self._inference_limited = False
         self._inferred: dict[tuple[int, int], None] = {}   # (api, version) pairs inferred here, in order
         self._skew_reported = False   # a negative latency was reported (once per connection)
+        self._messages = self.options.message_events
 
     # -- public API -------------------------------------------------------------
 
@@ -344,7 +348,8 @@ class Connection:
         req = Request(hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id, size, first_ts, last_ts,
                       hdr.header_version, body, failure, offset, raw, hdr.tags)
         self._seen_versions[hdr.api_key] = hdr.api_version
-        out.append(req)
+        if self._messages:
+            out.append(req)
         if failure is not None and not truncated_size:
             out.append(Anomaly("malformed", TO_BROKER, first_ts,
                                f"{req.api_name} v{hdr.api_version} request: {failure.error} at byte {failure.offset}: "
@@ -436,7 +441,8 @@ class Connection:
         if req.body is None:
             resp = Response(corr, size, first_ts, last_ts, req.api_key, req.api_version, None, None, None,
                             stream_offset=offset, raw=frame[4:])
-            out.append(resp)
+            if self._messages:
+                out.append(resp)
             out.append(Exchange(req, resp, Status.OK))
             return
         hv = response_header_version(req.api_key, req.api_version)
@@ -446,7 +452,8 @@ class Connection:
             failure = DecodeFailure(type(exc).__name__, "response header tagged fields do not parse", 4)
             resp = Response(corr, size, first_ts, last_ts, req.api_key, req.api_version, hv, None, failure,
                             stream_offset=offset, raw=frame[4:])
-            out.append(resp)
+            if self._messages:
+                out.append(resp)
             out.append(Exchange(req, resp, Status.MALFORMED))
             return
         d = self._decoders.decode(req.api_key, "response", req.api_version, frame, body_offset)
@@ -476,7 +483,8 @@ class Connection:
         self._after_response(req.api_key, d.body, req.body)
         resp = Response(corr, size, first_ts, last_ts, req.api_key, req.api_version, hv, d.body, failure,
                         stream_offset=offset, header_tags=tags)
-        out.append(resp)
+        if self._messages:
+            out.append(resp)
         out.append(Exchange(req, resp, status))
 
     def _after_response(self, api_key: int, body: dict[str, Any], request_body: dict[str, Any] | None) -> None:
@@ -538,7 +546,8 @@ class Connection:
             self._after_response(guess.api_key, guess.body, None)
             resp = Response(corr, size, first_ts, last_ts, guess.api_key, guess.api_version, guess.header_version,
                             guess.body, None, inferred=True, stream_offset=offset)
-        out.append(resp)
+        if self._messages:
+            out.append(resp)
         out.append(Exchange(None, resp, Status.ORPHAN_RESPONSE))
 
     # -- damage -----------------------------------------------------------------

@@ -49,7 +49,7 @@ def read_pcap(path: str | os.PathLike[str], *, ports: str | frozenset[int] | Non
     ``tls_keylog``: NSS key log file(s) to decrypt TLS connections (pcapng-embedded keys are used anyway).
     Raises :class:`kdissect.KdissectError` if ``path`` is not a readable capture or a key log is unreadable.
     """
-    run = open_capture_run(path, _options(ports, keep_secrets, tls_keylog))
+    run = open_capture_run(path, _options(ports, keep_secrets, tls_keylog), messages=False)
     name = os.path.basename(os.fspath(path))
     try:
         for ce in run:

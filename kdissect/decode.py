@@ -120,7 +120,7 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
         result.elapsed = time.monotonic() - start
         return result
     for i, capture in enumerate(sets, 1):
-        run = open_capture_run(capture, options)
+        run = open_capture_run(capture, options, messages=False)
         try:
             writer = CaptureWriter(out, capture[0].name, file_stem(capture[0]), row_options(options),
                                    run.pipeline.topics)

@@ -187,7 +187,7 @@ def _run(live: LiveOptions, options: DecodeOptions, status: TextIO, out: Path, n
         run = live_capture(CaptureLiveOptions(
             interface=live.interface, duration=live.duration, count=live.count, spool_dir=spool,
             spool_max=live.spool_max, keep_dir=out / "pcap" if live.keep_pcap else None,
-            undecoded_dir=out / "pcap", name_prefix=names.capture), options.capture_options(live=True))
+            undecoded_dir=out / "pcap", name_prefix=names.capture), options.capture_options(live=True, messages=False))
     except CaptureError as exc:
         _remove_empty(spool)
         raise KdissectError(str(exc)) from None

@@ -125,7 +125,7 @@ def decode_share(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     out = Path(outdir)
     first = Path(path if isinstance(path, (str, os.PathLike)) else path[0])
     topics = _ClockedTopics()
-    run = open_capture_run(path, options, share=share, topics=topics)
+    run = open_capture_run(path, options, share=share, topics=topics, messages=False)
     # The packet count runs on across a rotated capture's files: still one clock for all shares.
     topics.clock = lambda: run.pipeline.stats.packets
     unnamed = _Unnamed(topics.clock) if not share.whole else None

@@ -238,7 +238,17 @@ class RowBuilder:
         want_records = self._rec is not None
         n = 0
         for tp, offset_fields in plan:
-            for topic in _arrays(body, tp.path):
+            path = tp.path
+            if len(path) == 1:
+                # The usual shape (topics at the top): the list itself, without a generator.
+                topics_list = body.get(path[0])
+                if not isinstance(topics_list, list):
+                    continue
+            else:
+                topics_list = _arrays(body, path)
+            for topic in topics_list:
+                if not isinstance(topic, dict):
+                    continue
                 tname = topic.get(tp.name_field) if tp.name_field else None
                 topic_id = topic.get(tp.id_field) if tp.id_field else None
                 if tname is None and topics is not None:
@@ -297,8 +307,11 @@ class RowBuilder:
                     a_offset(offset)
                     n += 1
                     if rec is None:
-                        for append in (a_record_count, a_batch_count, a_bytes, a_last_offset, a_compression):
-                            append(None)
+                        a_record_count(None)
+                        a_batch_count(None)
+                        a_bytes(None)
+                        a_last_offset(None)
+                        a_compression(None)
                         a_base_offset(offset)
                         continue
                     first = rec.first_offset

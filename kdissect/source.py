@@ -30,8 +30,11 @@ class DecodeOptions:
     protocol: ProtocolChoice | None = None  # force Kafka 0.7 / 0.8+ (all, or per broker port); None: detect
     rotated: bool = True                  # files that continue one another are decoded as one capture
 
-    def capture_options(self, live: bool = False, share: Share | None = None) -> CaptureOptions:
-        return CaptureOptions(ports=self.ports, dissector=Options(keep_secrets=self.keep_secrets),
+    def capture_options(self, live: bool = False, share: Share | None = None,
+                        messages: bool = True) -> CaptureOptions:
+        """``messages``: Request and Response events besides the Exchanges that carry them."""
+        return CaptureOptions(ports=self.ports,
+                              dissector=Options(keep_secrets=self.keep_secrets, message_events=messages),
                               tls_keylog=self.tls_keylog, tls_keylog_live=live, protocol=self.protocol,
                               share=share)
 
@@ -73,10 +76,12 @@ def protocol_option(specs: list[str] | None) -> ProtocolChoice | None:
 
 
 def open_capture_run(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], options: DecodeOptions, *,
-                     share: Share | None = None, topics: TopicRegistry | None = None) -> CaptureRun:
+                     share: Share | None = None, topics: TopicRegistry | None = None,
+                     messages: bool = True) -> CaptureRun:
     """``path``: a file, or a rotated capture's files in order; ``share``: only that share of the
-    capture's connections; ``topics``: the registry to fill."""
+    capture's connections; ``topics``: the registry to fill; ``messages``: see
+    :meth:`DecodeOptions.capture_options` (the dataset needs only exchanges)."""
     try:
-        return read_capture(path, options.capture_options(share=share), topics=topics)
+        return read_capture(path, options.capture_options(share=share, messages=messages), topics=topics)
     except CaptureError as exc:
         raise KdissectError(str(exc)) from None

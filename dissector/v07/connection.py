@@ -397,7 +397,8 @@ class V07Connection:
                                f"{len(frame) - reached} bytes after the 0.7 {API_NAMES[kind]} request body", offset))
         req = V07Request(API_KEYS[kind], None, self._ordinal, None, size, first_ts, last_ts, None,  # type: ignore[arg-type]
                          body, failure, offset, None, None, kind)
-        out.append(req)
+        if self.options.message_events:
+            out.append(req)
         if failure is not None and not truncated_size:
             out.append(Anomaly("malformed", TO_BROKER, first_ts,
                                f"0.7 {req.api_name} request: {failure.error} at byte {failure.offset}: {failure.detail}",
@@ -470,7 +471,8 @@ class V07Connection:
                                f"{len(frame) - reached} bytes after the 0.7 {req.api_name} response body", offset))
         resp = V07Response(req.correlation_id, size, first_ts, last_ts, req.api_key, None, None, body, failure,
                            stream_offset=offset, request_type=kind, targets=targets(req.body))
-        out.append(resp)
+        if self.options.message_events:
+            out.append(resp)
         out.append(Exchange(req, resp, status))
 
     def _take(self) -> V07Request | _Barrier | _Gone:
@@ -599,7 +601,8 @@ class V07Connection:
         else:
             resp = V07Response(corr, size, first_ts, last_ts, None, None, None, None, None, stream_offset=offset,
                                raw=frame)
-        out.append(resp)
+        if self.options.message_events:
+            out.append(resp)
         out.append(Exchange(None, resp, Status.ORPHAN_RESPONSE))
 
     # -- damage -----------------------------------------------------------------

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from capture import CaptureOptions, read_capture
-from dissector.events import Anomaly, Exchange, Status
+from dissector.connection import Options
+from dissector.events import Anomaly, Exchange, Request, Response, Status
 from dissector.views import partition_rows
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -153,3 +154,16 @@ def test_consumer_group_payloads_are_decoded():
     syncs = [ex for ex in exchanges if ex.api_key == 14 and ex.response.body.get("assignment")]
     assert syncs
     assert all(isinstance(ex.response.body["assignment"], dict) for ex in syncs)
+
+
+@pytest.mark.parametrize("path", [*PCAPS, *sorted((SAMPLES / "v07").glob("*.pcap"))], ids=lambda p: p.stem)
+def test_exchanges_alone_are_the_same_without_message_events(path):
+    """The dataset turns Request/Response events off (an Exchange carries both): nothing else changes."""
+    def events(messages: bool) -> list:
+        options = CaptureOptions(dissector=Options(message_events=messages))
+        return [(ce.conn.id if ce.conn else None, ce.event) for ce in read_capture(str(path), options)]
+
+    full, lean = events(True), events(False)
+    assert any(isinstance(ev, (Request, Response)) for _, ev in full)
+    assert not any(isinstance(ev, (Request, Response)) for _, ev in lean)
+    assert lean == [(c, ev) for c, ev in full if not isinstance(ev, (Request, Response))]
