@@ -363,6 +363,9 @@ COMMANDS["doctor"] = _doctor
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # numpy's OpenBLAS starts a busy-waiting thread per core at import, ~1 % of a decode's CPU and
+    # more beside --jobs workers; nothing here multiplies matrices. Workers inherit the setting.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -172,7 +172,17 @@ def _repeated_strings(values: list[Any]) -> pa.Array:
     distinct = _string_builder(list(index))
     if distinct.type != pa.string():
         distinct = distinct.view(pa.string())
-    return distinct.take(pa.Array.from_buffers(pa.int32(), len(codes), [None, pa.py_buffer(codes)]))
+    return _take(distinct, pa.Array.from_buffers(pa.int32(), len(codes), [None, pa.py_buffer(codes)]))
+
+
+def _take(values: pa.Array, indices: pa.Array) -> pa.Array:
+    # Arrow's compute kernel itself: ``Array.take`` would import the ``pyarrow.compute``
+    # wrappers first, ~50 ms of every decode's start-up spent writing docstrings.
+    try:
+        from pyarrow._compute import call_function
+    except ImportError:            # a pyarrow that moved it
+        from pyarrow.compute import call_function
+    return call_function("take", [values, indices])
 
 
 def _text(cells: tuple[bytes | bytearray, array, bytearray], type_: pa.DataType) -> pa.Array:

@@ -15,8 +15,8 @@ their keys to be written.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from capture.tls.cipher import Aead13, RecordCipher, tls12_ciphers
 from capture.tls.errors import DecryptError, TlsError
 from capture.tls.handshake import (
     CLIENT_HELLO,
@@ -29,6 +29,9 @@ from capture.tls.handshake import (
     parse_client_hello,
     parse_server_hello,
 )
+
+if TYPE_CHECKING:
+    from capture.tls.cipher import Aead13, RecordCipher
 from capture.tls.keylog import CLIENT_RANDOM, KeyLog, Secrets
 from capture.tls.records import ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE, RecordReader
 from capture.tls.suites import SUITES, TLS12, TLS13, suite_name, version_name
@@ -233,6 +236,7 @@ class TlsSession:
             master = secrets.get(CLIENT_RANDOM)
             made = master is not None and len(master) == 48
             if made:
+                from capture.tls.cipher import tls12_ciphers     # see _keys13
                 c, s = tls12_ciphers(suite, master, ch.random, sh.random, sh.encrypt_then_mac)
                 self._cipher = [c, s]
         if made:
@@ -262,6 +266,9 @@ class TlsSession:
             return False
         if not partial_ok and None in app + hs:
             return False
+        # Imported here, with the first keys: `cryptography` costs ~30 ms of start-up that a capture
+        # without TLS (most of them) never needs.
+        from capture.tls.cipher import Aead13
         for side in (CLIENT, SERVER):
             self._app13[side] = Aead13(suite, app[side]) if app[side] is not None else None
             # Without the handshake secret, the handshake records are skipped and the traffic keys tried.
@@ -329,6 +336,7 @@ class TlsSession:
                 if mtype == FINISHED and cipher is not self._app13[side]:
                     self._cipher[side] = self._app13[side]     # this side's handshake is over
                 elif mtype == KEY_UPDATE:
+                    from capture.tls.cipher import Aead13     # loaded by now: keys were made
                     current = self._cipher[side]
                     if isinstance(current, Aead13):
                         self._cipher[side] = current.update()

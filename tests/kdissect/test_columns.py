@@ -60,6 +60,7 @@ def test_text_cells_taken_in_two_parts() -> None:
 
 
 def test_a_decode_imports_neither_pandas_nor_pyarrow_before_its_first_row_group(tmp_path: Path) -> None:
+    # Start-up is most of a small capture's decode: what it does not need, it does not import.
     code = """
 import sys
 from kdissect.cli import build_parser
@@ -71,6 +72,8 @@ assert "pyarrow" not in sys.modules and "pandas" not in sys.modules, "imported b
 run.close()
 decode_files([sys.argv[1]], sys.argv[2], DecodeOptions())
 assert "pandas" not in sys.modules, "pandas imported by a decode"
+assert "pyarrow.compute" not in sys.modules, "pyarrow.compute's wrappers imported by a decode"
+assert "cryptography" not in sys.modules, "cryptography imported for a capture without TLS"
 """
     subprocess.run([sys.executable, "-c", code, str(REPO / "samples" / "mixed.pcap"), str(tmp_path)], check=True,
                    cwd=REPO)
