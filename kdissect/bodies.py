@@ -23,17 +23,30 @@ def _default(value: Any) -> Any:
 
 
 # orjson: every exchange writes two bodies, and the stdlib encoder was the dataset's
-# largest single cost. Non-string keys are the raw unknown tags, keyed by tag number.
-# Dataclasses go through _default: orjson would write every field of a RecordsSummary,
-# the records' own bytes included, where the body must carry only the summary.
-_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
+# largest single cost. Dataclasses go through _default: orjson would write every field of
+# a RecordsSummary, the records' own bytes included, where the body must carry only the summary.
+_STR_KEYS = orjson.OPT_PASSTHROUGH_DATACLASS
+# Non-string keys are the raw unknown tags, keyed by tag number.
+_OPTIONS = orjson.OPT_NON_STR_KEYS | _STR_KEYS
+_dumps = orjson.dumps
+_EncodeError = orjson.JSONEncodeError
+
+
+def body_bytes(body: dict[str, Any]) -> bytes:
+    """The whole body as compact JSON (UTF-8): bytes via render_bytes, record data as its summary."""
+    try:
+        # Allowing non-string keys makes orjson check every key, twice the time on small
+        # bodies; they occur only with unknown tagged fields, so try without first.
+        return _dumps(body, default=_default, option=_STR_KEYS)
+    except _EncodeError:
+        return _dumps(body, default=_default, option=_OPTIONS)
 
 
 def body_json(body: dict[str, Any] | None) -> str | None:
     """The whole body as compact JSON: bytes via render_bytes, record data as its summary."""
     if body is None:
         return None
-    return orjson.dumps(body, default=_default, option=_OPTIONS).decode()
+    return body_bytes(body).decode()
 
 
 # In compact JSON a key is `"error_code":`; inside a string value its quotes would be

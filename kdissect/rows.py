@@ -14,8 +14,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import orjson
-
 from dissector.events import KAFKA_PROTOCOL, Anomaly, Direction, Exchange, Request, Response
 from dissector.records import DEFAULT_MAX_DECOMPRESSED, RecordBatch, decode_records
 from dissector import schema
@@ -26,13 +24,12 @@ from dissector.v07.messages import MessageSetSummary, decode_message_set
 from dissector.v07.views import partition_rows as v07_partition_rows
 from dissector.views import _OFFSET_FIELDS, PartitionRow, TopicPath, partition_rows, topic_paths
 
-from kdissect.bodies import _default, _OPTIONS
+from kdissect.bodies import body_bytes
 from kdissect.tables import COLUMNS
 
 Row = dict[str, Any]
 Columns = Sequence[list]           # one list per column, in the table schema's order
 _DIRECTION = {Direction.TO_BROKER: "request", Direction.TO_CLIENT: "response"}
-_dumps = orjson.dumps
 # In compact JSON a key is `"error_code":`; inside a string value its quotes would be
 # escaped, so this cannot match text that merely mentions the name.
 _NESTED_ERROR = re.compile(rb'"error_code":(-?[1-9][0-9]*)').search
@@ -118,7 +115,7 @@ class RowBuilder:
             api_key = req.api_key
             version = req.api_version
             corr = req.correlation_id
-            req_json = _dumps(req.body, default=_default, option=_OPTIONS) if req.body is not None else None
+            req_json = body_bytes(req.body) if req.body is not None else None
         else:
             api_key = resp.api_key  # type: ignore[union-attr]
             version = resp.api_version  # type: ignore[union-attr]
@@ -133,7 +130,7 @@ class RowBuilder:
         if resp is not None:
             body = resp.body
             if body is not None:
-                resp_json = _dumps(body, default=_default, option=_OPTIONS)
+                resp_json = body_bytes(body)
                 code = body.get("error_code")
                 if not isinstance(code, int) or code == 0:
                     m = _NESTED_ERROR(resp_json)
