@@ -73,9 +73,9 @@ def prepare(checkout: Path) -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], check=True, capture_output=True)
 
 
-def count(checkout: Path, capture: Path, work: Path) -> tuple[dict[str, int], int]:
+def count(checkout: Path, index: int, capture: Path, work: Path) -> tuple[dict[str, int], int]:
     """Inclusive instructions per part of one decode, and the exchanges it wrote."""
-    tag = f"{checkout.name}-{len(list(work.iterdir()))}-{capture.stem}"
+    tag = f"{index}-{capture.stem}"
     out, profile = work / f"out-{tag}", work / f"callgrind-{tag}"
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -95,11 +95,12 @@ def count(checkout: Path, capture: Path, work: Path) -> tuple[dict[str, int], in
     return parts, exchanges
 
 
-def per_exchange(checkout: Path, small: Path, large: Path, work: Path) -> tuple[dict[str, float], float, int]:
+def per_exchange(checkout: Path, index: int, small: Path, large: Path,
+                 work: Path) -> tuple[dict[str, float], float, int]:
     """(instructions per extra exchange by part, start-up instructions, extra exchanges)."""
     prepare(checkout)
-    a, n_a = count(checkout, small, work)
-    b, n_b = count(checkout, large, work)
+    a, n_a = count(checkout, index, small, work)
+    b, n_b = count(checkout, index, large, work)
     if n_b <= n_a:
         sys.exit(f"the larger slice has no more exchanges than the smaller ({n_b} vs {n_a}): use more packets")
     extra = n_b - n_a
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kd-instr-") as tmp:
         work = Path(tmp)
         small, large = cut(args.capture, small_n, work), cut(args.capture, large_n, work)
-        results = [per_exchange(c, small, large, work) for c in checkouts]
+        results = [per_exchange(c, i, small, large, work) for i, c in enumerate(checkouts)]
     names = [c.name if c != ROOT else "this checkout" for c in checkouts]
     print(f"{args.capture.name}: packets {small_n} and {large_n}, {results[0][2]:,} exchanges apart")
     print(f"{'thousands of instructions per exchange':40s}" + "".join(f"{n[:14]:>16s}" for n in names))

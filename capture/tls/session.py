@@ -29,12 +29,12 @@ from capture.tls.handshake import (
     parse_client_hello,
     parse_server_hello,
 )
-
-if TYPE_CHECKING:
-    from capture.tls.cipher import Aead13, RecordCipher
 from capture.tls.keylog import CLIENT_RANDOM, KeyLog, Secrets
 from capture.tls.records import ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE, RecordReader
 from capture.tls.suites import SUITES, TLS12, TLS13, suite_name, version_name
+
+if TYPE_CHECKING:   # loaded with the first keys instead (see TlsSession._keys13)
+    from capture.tls.cipher import Aead13, RecordCipher
 
 CLIENT, SERVER = 0, 1
 _SIDE = ("client", "server")
