@@ -25,7 +25,7 @@ HOT_MODULES = [
     "capture/reassembly.py", "capture/records.py", "capture/shard.py", "capture/stream.py",
     "capture/tlsflow.py", "capture/tls/records.py", "capture/tls/session.py",
     "dissector/codecs.py", "dissector/connection.py", "dissector/decoders.py", "dissector/embedded.py",
-    "dissector/framing.py", "dissector/held.py", "dissector/infer.py", "dissector/legacy.py",
+    "dissector/events.py", "dissector/framing.py", "dissector/held.py", "dissector/infer.py", "dissector/legacy.py",
     "dissector/protocols.py", "dissector/records.py", "dissector/redact.py", "dissector/topics.py",
     "dissector/views.py", "dissector/v07/connection.py", "dissector/v07/messages.py",
     "dissector/v07/wire.py", "dissector/v07/views.py",

@@ -36,7 +36,7 @@ their handshake said.
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Sequence
 
 import dissector  # noqa: F401  (first: installs the KDISSECT_PURE switch, see dissector.compiled)
 
@@ -44,7 +44,7 @@ from capture.capfile import open_capture
 from capture.detect import WELL_KNOWN_PORTS, KafkaProbe, parse_ports
 from capture.errors import CaptureError
 from capture.flows import ConnectionEnd, ConnectionInfo
-from capture.pipeline import CaptureEvent, CaptureOptions, CaptureStats, Pipeline
+from capture.pipeline import CaptureEvent, CaptureOptions, CaptureRun, CaptureStats, Pipeline
 from capture.records import RawRecord, RecordSource
 from capture.rotation import capture_sets, open_captures
 
@@ -67,37 +67,6 @@ __all__ = [
     "open_captures",
     "read_capture",
 ]
-
-
-class CaptureRun:
-    """An iterator of :class:`CaptureEvent` over one capture file, with live ``stats``.
-
-    ``stats.bytes_read`` / ``stats.size`` drive a progress bar; the file is
-    closed when iteration ends (or on :meth:`close`).
-    """
-
-    def __init__(self, source: RecordSource, pipeline: Pipeline) -> None:
-        self.source = source
-        self.pipeline = pipeline
-        self._events: Generator[CaptureEvent, None, None] = pipeline.run(source)
-
-    @property
-    def stats(self) -> CaptureStats:
-        return self.pipeline.stats
-
-    def __iter__(self) -> Iterator[CaptureEvent]:
-        return self
-
-    def __next__(self) -> CaptureEvent:
-        try:
-            return next(self._events)
-        except BaseException:
-            self.source.close()
-            raise
-
-    def close(self) -> None:
-        self._events.close()
-        self.source.close()
 
 
 def read_capture(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],

@@ -769,3 +769,36 @@ class Pipeline:
                     f"{len(flows)} connections tracked (max_flows): the {live} least recently active were ended "
                     "early; their pending requests have no response", evicted=live)))
 
+
+class CaptureRun:
+    """An iterator of :class:`CaptureEvent` over one capture file, with live ``stats``.
+
+    Here rather than in the package's ``__init__`` so that it is compiled: ``__next__``
+    runs once per event.
+
+    ``stats.bytes_read`` / ``stats.size`` drive a progress bar; the file is
+    closed when iteration ends (or on :meth:`close`).
+    """
+
+    def __init__(self, source: RecordSource, pipeline: Pipeline) -> None:
+        self.source = source
+        self.pipeline = pipeline
+        self._events: Generator[CaptureEvent, None, None] = pipeline.run(source)
+
+    @property
+    def stats(self) -> CaptureStats:
+        return self.pipeline.stats
+
+    def __iter__(self) -> Iterator[CaptureEvent]:
+        return self
+
+    def __next__(self) -> CaptureEvent:
+        try:
+            return next(self._events)
+        except BaseException:
+            self.source.close()
+            raise
+
+    def close(self) -> None:
+        self._events.close()
+        self.source.close()
