@@ -251,19 +251,14 @@ class RecordsSummary:
     control: bool = False            # any control batch
     crc_checked: bool = False
     crc_failures: list[int] = field(default_factory=list)  # byte positions of entries whose CRC failed
-    first_crc: int | None = None     # the first entry's CRC as sent: with the counts, what identifies a re-sent batch
     partial_tail: bool = False
     tail_bytes: int = 0
     error: str | None = None
     error_offset: int | None = None
-    # The summarized bytes themselves (a reference, not a copy, for bytes input), so a
-    # later full decode needs no second pass over the frame. Not in to_dict, and its
-    # leading underscore keeps orjson from writing it (see kdissect.bodies).
-    _data: bytes | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def data(self) -> bytes | None:
-        return self._data
+    first_crc: int | None = None     # the first entry's CRC as sent: with the counts, what identifies a re-sent batch
+    # The summarized bytes themselves (a reference, not a copy, for bytes input),
+    # so a later full decode needs no second pass over the frame; not in to_dict.
+    data: bytes | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -309,7 +304,7 @@ def summarize(data: bytes | bytearray | memoryview | None, *, check_crc: bool = 
     except Exception as e:  # noqa: BLE001 - the contract is "never raise"
         n = len(data) if isinstance(data, (bytes, bytearray, memoryview)) else 0
         return RecordsSummary(total_bytes=n, error=f"internal error: {e!r}", error_offset=0,
-                              _data=data if isinstance(data, bytes) else None)
+                              data=data if isinstance(data, bytes) else None)
 
 
 def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max_decompressed: int) -> RecordsSummary:
@@ -428,11 +423,11 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
         control,
         check_crc,
         failures,
-        first_crc,
         partial,
         n - pos if partial else 0,
         err,
         pos if err else None,
+        first_crc,
         data if isinstance(data, bytes) else bytes(data),
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import fields, is_dataclass
 from typing import Any
 
 import orjson
@@ -14,19 +15,19 @@ def _default(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return render_bytes(bytes(value))
     to_dict = getattr(value, "to_dict", None)
-    if to_dict is not None:
+    if to_dict is not None:  # RecordsSummary and friends
         return to_dict()
+    if is_dataclass(value):
+        return {f.name: getattr(value, f.name) for f in fields(value)}
     return str(value)
 
 
 # orjson: every exchange writes two bodies, and the stdlib encoder was the dataset's
-# largest single cost. The only dataclasses in a body are the records summaries, which
-# orjson writes itself, field by field in their to_dict order and without the
-# underscored ``_data`` (a round trip through to_dict and _default cost more than
-# the rest of a small body).
-_STR_KEYS = 0
+# largest single cost. Dataclasses go through _default: orjson would write every field of
+# a RecordsSummary, the records' own bytes included, where the body must carry only the summary.
+_STR_KEYS = orjson.OPT_PASSTHROUGH_DATACLASS
 # Non-string keys are the raw unknown tags, keyed by tag number.
-_OPTIONS = orjson.OPT_NON_STR_KEYS
+_OPTIONS = orjson.OPT_NON_STR_KEYS | _STR_KEYS
 _dumps = orjson.dumps
 _EncodeError = orjson.JSONEncodeError
 

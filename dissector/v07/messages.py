@@ -108,8 +108,8 @@ class MessageSet07:
 class MessageSetSummary(RecordsSummary):
     """A :class:`RecordsSummary` of a 0.7 message set; ``base_offset`` is the fetch offset, if known."""
 
-    format: str = "0.7"       # (before base_offset: orjson writes fields in this order, as to_dict does)
     base_offset: int | None = None
+    format: str = "0.7"
 
     def to_dict(self) -> dict[str, Any]:
         d = RecordsSummary.to_dict(self)
@@ -214,7 +214,7 @@ def summarize(data: bytes, base_offset: int | None = None, *, check_crc: bool = 
         first_offset=first, last_offset=last,
         codec=None if codec < 0 else ("mixed" if codec == 8 else codec_name(codec)),
         crc_checked=check_crc, crc_failures=failures, partial_tail=partial, tail_bytes=n - pos if partial else 0,
-        error=err, error_offset=pos if err else None, _data=data, base_offset=base_offset)
+        error=err, error_offset=pos if err else None, data=data, base_offset=base_offset)
 
 
 def _broken(m: Message07) -> bool:
