@@ -72,6 +72,7 @@ _VERSION = "import sys; from kdissect.cli import main; sys.argv = ['kdissect', '
 
 def test_version_says_which_build_runs() -> None:
     _require_compiled()
+    # Also says that nothing is stale: an edited, not rebuilt checkout would be named here.
     assert f"(compiled hot path, {len(hot_modules())} modules)" in _run(_VERSION, pure=False)
     assert "(pure Python: KDISSECT_PURE is set)" in _run(_VERSION, pure=True)
 
@@ -120,11 +121,15 @@ def test_a_module_edited_after_its_build_loads_from_source(tmp_path: Path) -> No
     os.utime(source, (1_000, 1_000))
     os.utime(built, (2_000, 2_000))
     (tmp_path / "setup.py").write_text("")
+    roots = {"capture": [package]}
     assert finder.find_spec("capture.hot", [str(package)]) is None          # the compiled copy loads
+    assert compiled.stale(roots) == []
     os.utime(source, (3_000, 3_000))
     assert finder.find_spec("capture.hot", [str(package)]).origin == str(source)
     assert finder.find_spec("elsewhere.hot", [str(package)]) is None
+    assert compiled.stale(roots) == ["capture.hot"]                         # what --version names
     # Installed (no setup.py beside the packages): file times say nothing about edits.
     (tmp_path / "setup.py").unlink()
     assert finder.find_spec("capture.hot", [str(package)]) is None
+    assert compiled.stale(roots) == []
     assert compiled._SourceFirst(always=True).find_spec("capture.hot", [str(package)]).origin == str(source)
