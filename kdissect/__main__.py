@@ -2,6 +2,6 @@
 
 import sys
 
-from kdissect.cli import main
+from kdissect.cli import run
 
-sys.exit(main())
+sys.exit(run())

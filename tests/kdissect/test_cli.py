@@ -164,3 +164,14 @@ def test_decompression_cap_reports_instead_of_inflating(tmp_path: Path) -> None:
     assert kinds.count("records_decode") >= 4
     records = read_table(tmp_path, "records")
     assert records.num_rows > 0
+
+
+def test_installed_command_is_python_m_kdissect() -> None:
+    """The console script and ``python -m kdissect`` both go through cli.run (main, then the quick exit)."""
+    import tomllib
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"kdissect": "kdissect.cli:run"}
+    assert "sys.exit(run())" in (REPO / "kdissect" / "__main__.py").read_text()
+    p = kd("decode", REPO / "samples" / "no-such.pcap", "-o", REPO / "out-never")
+    one_line_error(p, "no-such.pcap")
+    assert p.returncode == 1 and not (REPO / "out-never").exists()
