@@ -12,14 +12,23 @@ Every generated function has the shape ``f(b, o, r) -> o``: read from bytes
 attached to their parent before they are filled, so a decode that fails
 halfway still leaves everything read so far in place. The failure offset is
 the ``o`` of the innermost generated frame, recovered from the traceback.
+
+Compiling the source costs ~1-3 ms per message, most of a short capture's start-up
+when it holds dozens of kinds of messages. A :class:`CodeCache` given by the caller
+(the dissector itself does no file I/O) keeps the compiled code, keyed by a hash of
+the source: a changed generator or schema gives another source and so another key.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import marshal
 import struct
 from base64 import urlsafe_b64encode
 from dataclasses import dataclass
-from typing import Any, Callable
+from types import CodeType
+from typing import Any, Callable, Protocol
 
 from dissector import schema
 from dissector.errors import BadLength, BadVarint, DissectError, Underflow
@@ -94,7 +103,12 @@ def read_tags(b: bytes, o: int, r: dict, known: dict | None) -> int:
 
 
 class _Writer:
-    """Accumulates the source of one message's decoder functions."""
+    """Accumulates the source of one message's decoder functions.
+
+    Everything the source refers to is either written in it or in ``namespace``
+    under a name the source spells out (``_S_hi`` is ``struct.Struct(">hi")``), so
+    the same source always means the same code: what lets :class:`CodeCache` key by it.
+    """
 
     def __init__(self, records_hook: Callable[[bytes], Any], flexible: bool):
         self.flexible = flexible  # every struct of a flexible message ends in tagged fields
@@ -109,11 +123,6 @@ class _Writer:
     def name(self, prefix: str) -> str:
         self.counter += 1
         return f"{prefix}{self.counter}"
-
-    def const(self, value: Any, prefix: str = "_c") -> str:
-        name = self.name(prefix)
-        self.namespace[name] = value
-        return name
 
     def unpacker(self, fmt: str) -> str:
         key = "_S_" + fmt.replace("?", "Z")
@@ -256,19 +265,49 @@ class _Writer:
         self.lines += ["    return o", ""]
         return fn
 
-    def finish(self, entry: str) -> Callable[[bytes, int, dict], int]:
+    def finish(self, entry: str, cache: CodeCache | None = None) -> Callable[[bytes, int, dict], int]:
         source = "\n".join(self.lines)
-        exec(compile(source, _GENERATED_FILENAME, "exec"), self.namespace)
+        exec(_code(source, cache), self.namespace)
         return self.namespace[entry]
 
     def source(self) -> str:
         return "\n".join(self.lines)
 
 
-def compile_message(msg: MessageSchema, records_hook: Callable[[bytes], Any]) -> Callable[[bytes, int, dict], int]:
+class CodeCache(Protocol):
+    """Where compiled decoders are kept between runs: opaque bytes by key (see kdissect.codecache)."""
+
+    def load(self, key: str) -> bytes | None: ...
+    def store(self, key: str, data: bytes) -> None: ...
+
+
+def code_key(source: str) -> str:
+    """The cache key of a decoder's source: its hash and the interpreter's bytecode version."""
+    return hashlib.sha256(importlib.util.MAGIC_NUMBER + source.encode()).hexdigest()[:40]
+
+
+def _code(source: str, cache: CodeCache | None) -> CodeType:
+    if cache is None:
+        return compile(source, _GENERATED_FILENAME, "exec")
+    key = code_key(source)
+    data = cache.load(key)
+    if data is not None:
+        try:
+            code = marshal.loads(data)
+        except (EOFError, ValueError, TypeError):
+            code = None
+        if isinstance(code, CodeType) and code.co_filename == _GENERATED_FILENAME:
+            return code
+    code = compile(source, _GENERATED_FILENAME, "exec")
+    cache.store(key, marshal.dumps(code))
+    return code
+
+
+def compile_message(msg: MessageSchema, records_hook: Callable[[bytes], Any],
+                    cache: CodeCache | None = None) -> Callable[[bytes, int, dict], int]:
     w = _Writer(records_hook, msg.flexible)
     entry = w.struct_function(msg.fields)
-    return w.finish(entry)
+    return w.finish(entry, cache)
 
 
 def message_source(msg: MessageSchema) -> str:
@@ -305,16 +344,17 @@ def _default_records_hook() -> Callable[[bytes], Any]:
 class Decoders:
     """Compiled decoders, built on first use and kept for the life of this object."""
 
-    def __init__(self, records_hook: Callable[[bytes], Any] | None = None):
+    def __init__(self, records_hook: Callable[[bytes], Any] | None = None, code_cache: CodeCache | None = None):
         self._records_hook = records_hook or _default_records_hook()
         self._cache: dict[tuple[int | str, str, int], Callable | None] = {}
+        self.code_cache = code_cache      # compiled code kept between runs; settable (see default_decoders)
 
     def get(self, api_key: int, kind: str, version: int) -> Callable[[bytes, int, dict], int] | None:
         key = (api_key, kind, version)
         fn = self._cache.get(key, False)
         if fn is False:
             msg = schema.message(api_key, kind, version)
-            fn = compile_message(msg, self._records_hook) if msg is not None else None
+            fn = compile_message(msg, self._records_hook, self.code_cache) if msg is not None else None
             self._cache[key] = fn
         return fn  # type: ignore[return-value]
 
@@ -323,7 +363,7 @@ class Decoders:
         fn = self._cache.get(key, False)
         if fn is False:
             msg = schema.data_message(name, version)
-            fn = compile_message(msg, self._records_hook) if msg is not None else None
+            fn = compile_message(msg, self._records_hook, self.code_cache) if msg is not None else None
             self._cache[key] = fn
         return fn  # type: ignore[return-value]
 

@@ -30,6 +30,7 @@ from capture import CaptureError
 from capture.live import MIN_SPOOL, LiveRun, live_capture
 from capture.live import LiveOptions as CaptureLiveOptions
 
+from kdissect.codecache import use_default_code_cache
 from kdissect.dataset import TABLES, CaptureWriter, Counts, prepare_outdir
 from kdissect.decode import row_options
 from kdissect.errors import KdissectError
@@ -183,6 +184,7 @@ def run_live(live: LiveOptions, options: DecodeOptions, status: TextIO) -> int:
 
 def _run(live: LiveOptions, options: DecodeOptions, status: TextIO, out: Path, names: _Rotation, spool: Path,
          signals: list[int], runs: list[LiveRun], tables: tuple[str, ...]) -> int:
+    use_default_code_cache()
     try:
         run = live_capture(CaptureLiveOptions(
             interface=live.interface, duration=live.duration, count=live.count, spool_dir=spool,

@@ -14,6 +14,7 @@ from dissector.protocols import ProtocolChoice, parse_protocol
 from dissector.records import DEFAULT_MAX_DECOMPRESSED
 from dissector.topics import TopicRegistry
 
+from kdissect.codecache import use_default_code_cache
 from kdissect.errors import KdissectError
 
 
@@ -81,6 +82,7 @@ def open_capture_run(path: str | os.PathLike[str] | Sequence[str | os.PathLike[s
     """``path``: a file, or a rotated capture's files in order; ``share``: only that share of the
     capture's connections; ``topics``: the registry to fill; ``messages``: see
     :meth:`DecodeOptions.capture_options` (the dataset needs only exchanges)."""
+    use_default_code_cache()
     try:
         return read_capture(path, options.capture_options(share=share, messages=messages), topics=topics)
     except CaptureError as exc:
