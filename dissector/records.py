@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from crc32c import crc32c
+from dissector.crc import crc32c
 
 from dissector.codecs import Budget, BytesMode, codec_name, render_bytes
 from dissector.errors import (
