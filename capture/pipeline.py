@@ -32,7 +32,6 @@ from capture.reassembly import CONFLICT, DATA, GAP, HALF, MASK, HalfStream
 from capture.shard import Share, ShareFilter
 from capture.records import RawRecord, RecordSource, problem
 from capture.tls.keylog import KeyLog
-from capture.tlsflow import TlsConnection
 from dissector.connection import Options as DissectorOptions
 from dissector.held import HeldBytes
 from dissector.infer import InferenceBudget
@@ -635,6 +634,8 @@ class Pipeline:
             quiet = not any(p in self.detector.kafka_ports for p in flow.src_ports)
             if not quiet:
                 conns["tls"] = conns.get("tls", 0) + 1
+            # Loaded with the first TLS connection: plaintext captures skip the TLS layer's start-up.
+            from capture.tlsflow import TlsConnection
             flow.conn = TlsConnection(self.keylog, lambda: self._make_connection(flow, False),
                                       flow.make_info("tls", d.reason),
                                       probe=self.detector.probe if o.ports is None else None, quiet=quiet,

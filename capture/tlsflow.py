@@ -15,16 +15,13 @@ from typing import Any
 
 from capture.detect import KafkaProbe
 from capture.flows import ConnectionInfo
-from capture.tls.keylog import KeyLog
+from capture.tls.keylog import HOW_TO_GET_KEYS, KeyLog
 from capture.tls.session import DECRYPT_FAILED, NO_KEYS, Notice, Plain, TlsSession
 from dissector.events import Anomaly, Direction, Event
 
 _SIDE_OF = {Direction.TO_BROKER: 0, Direction.TO_CLIENT: 1}
 _DIRECTION_OF = (Direction.TO_BROKER, Direction.TO_CLIENT)
 
-# Said once per connection in the anomaly, and in the summary.
-HOW_TO_GET_KEYS = ("decrypt with --tls-keylog FILE, a key log written by jSSLKeyLog (Java clients and brokers), "
-                   "SSLContext.keylog_filename (Python clients) or SSLKEYLOGFILE (OpenSSL 3.5+ programs)")
 
 
 class TlsConnection:

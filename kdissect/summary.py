@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from capture.tlsflow import HOW_TO_GET_KEYS
+from capture.tls.keylog import HOW_TO_GET_KEYS
 
 from kdissect.dataset import Counts
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import tempfile
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING
 
@@ -34,6 +33,11 @@ _CHUNK = 1 << 20
 _MAX_LINE = 1024                                    # longer lines are not key log lines
 
 Secrets = dict[str, bytes]
+
+
+# Said once per connection in the anomaly, and in the summary.
+HOW_TO_GET_KEYS = ("decrypt with --tls-keylog FILE, a key log written by jSSLKeyLog (Java clients and brokers), "
+                   "SSLContext.keylog_filename (Python clients) or SSLKEYLOGFILE (OpenSSL 3.5+ programs)")
 
 
 def parse_line(line: bytes) -> tuple[str, bytes, bytes] | None:
@@ -72,6 +76,7 @@ _LINE = re.compile(rb"^(?:" + b"|".join(sorted(_BLABELS)) + rb") ([0-9a-fA-F]{6}
 
 def _scratch() -> IO[bytes]:
     """An unnamed temporary file for index entries (offsets only, never secrets); in memory if none can be made."""
+    import tempfile
     try:
         return tempfile.TemporaryFile(prefix="kdissect-keylog-")
     except OSError:

@@ -74,6 +74,14 @@ decode_files([sys.argv[1]], sys.argv[2], DecodeOptions())
 assert "pandas" not in sys.modules, "pandas imported by a decode"
 assert "pyarrow.compute" not in sys.modules, "pyarrow.compute's wrappers imported by a decode"
 assert "cryptography" not in sys.modules, "cryptography imported for a capture without TLS"
+assert "capture.tls.session" not in sys.modules, "the TLS layer loaded for a capture without TLS"
+from kdissect.cli import main
+try:
+    main(["decode", "-q", "-o", sys.argv[2], sys.argv[1]])
+except SystemExit:
+    pass
+# Asked for by crc32c's package import and by --version; read by neither a decode nor its command line.
+assert "importlib.metadata" not in sys.modules, "package metadata read by a decode"
 """
     subprocess.run([sys.executable, "-c", code, str(REPO / "samples" / "mixed.pcap"), str(tmp_path)], check=True,
                    cwd=REPO)
