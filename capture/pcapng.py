@@ -114,27 +114,32 @@ class PcapngReader:
         ifaces: list[Interface] = []
         hdr = struct.Struct("<II").unpack_from
         epb = struct.Struct("<IIIII").unpack_from
+        block = struct.Struct("<IIIIIII").unpack_from     # an EPB's header and fixed fields at once
         u32 = struct.Struct("<I").unpack_from
         over = 0
         spb_note = False
-        conv: list[tuple[int, int, int, int]] = []    # per interface: linktype, mul, div, offset
+        # Per interface: linktype, and ts = units * mul // div + offset; div is 0 when mul
+        # units are whole nanoseconds (the usual µs and ns), which spares the division.
+        conv: list[tuple[int, int, int, int]] = []
         try:
             while True:
-                # Fast path: a whole, consistent Enhanced Packet Block without options.
+                # Fast path: whole, consistent Enhanced Packet Blocks without options, one after
+                # another. The position stays local until a block leaves the path.
                 buf, pos = self._buf, self._pos
                 n = len(buf)
-                if n - pos >= 32:
-                    btype, blen = hdr(buf, pos)
+                while n - pos >= 32:
+                    btype, blen, iface, hi, lo, caplen, wirelen = block(buf, pos)
                     end = pos + blen
-                    if btype == EPB and 32 <= blen and end <= n and not blen & 3 and u32(buf, end - 4)[0] == blen:
-                        iface, hi, lo, caplen, wirelen = epb(buf, pos + 8)
-                        if iface < len(conv) and caplen <= wirelen and blen == 32 + ((caplen + 3) & ~3):
-                            lt, mul, div, off = conv[iface]
-                            last_ts = ((hi << 32) | lo) * mul // div + off
-                            self._pos = end
-                            count += 1
-                            yield (last_ts, lt, buf[pos + 28:pos + 28 + caplen], wirelen)
-                            continue
+                    if (btype != EPB or end > n or iface >= len(conv) or caplen > wirelen
+                            or blen != 32 + ((caplen + 3) & ~3) or u32(buf, end - 4)[0] != blen):
+                        break
+                    lt, mul, div, off = conv[iface]
+                    last_ts = (((hi << 32) | lo) * mul // div if div else ((hi << 32) | lo) * mul) + off
+                    count += 1
+                    start = pos + 28
+                    pos = end
+                    yield (last_ts, lt, buf[start:start + caplen], wirelen)
+                self._pos = pos
                 if not self._fill(8):
                     left = len(self._buf) - self._pos
                     if left:
@@ -162,6 +167,7 @@ class PcapngReader:
                         return
                     hdr = struct.Struct(order + "II").unpack_from
                     epb = struct.Struct(order + "IIIII").unpack_from
+                    block = struct.Struct(order + "IIIIIII").unpack_from
                     u32 = struct.Struct(order + "I").unpack_from
                     btype, blen = hdr(buf, pos)
                     major = struct.unpack_from(order + "H", buf, pos + 12)[0]
@@ -245,7 +251,7 @@ class PcapngReader:
                         continue
                     itf = _interface(buf, pos, blen, order)
                     ifaces.append(itf)
-                    conv.append((itf.linktype, itf.mul, itf.div, itf.offset_ns))
+                    conv.append((itf.linktype, itf.mul, 0 if itf.div == 1 else itf.div, itf.offset_ns))
                 elif btype == ISB and blen >= 24:
                     self._statistics(buf, pos, blen, order, last_ts, ifaces)
                 elif btype == DSB and blen >= 20:
