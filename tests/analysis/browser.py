@@ -12,11 +12,14 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,26 +173,44 @@ def open_page(path: Path, *, width: int = 1400, height: int = 900, timeout: floa
     binary = chromium_binary()
     if binary is None:
         raise FileNotFoundError("chromium not found: apt-get install chromium")
-    with tempfile.TemporaryDirectory(prefix="kd-chromium-") as profile:
-        proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    profile = tempfile.mkdtemp(prefix="kd-chromium-")
+    # Its own session, so that chromium's helper processes (zygote, renderers) can be stopped
+    # with it: left running, they went on writing into the profile while it was being removed.
+    proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stderr is not None
+        ws_url = None
+        for line in proc.stderr:  # chromium prints its DevTools endpoint on stderr once it listens
+            m = re.search(r"DevTools listening on (ws://\S+)", line)
+            if m:
+                ws_url = m.group(1)
+                break
+        if ws_url is None:
+            raise RuntimeError(f"chromium did not start (exit {proc.poll()})")
+        # Keep draining stderr so chromium never blocks on a full pipe.
+        threading.Thread(target=proc.stderr.read, daemon=True).start()
+        return asyncio.run(_drive(ws_url, path.resolve().as_uri(), width, height, timeout, probe))
+    finally:
+        proc.terminate()
         try:
-            assert proc.stderr is not None
-            ws_url = None
-            for line in proc.stderr:  # chromium prints its DevTools endpoint on stderr once it listens
-                m = re.search(r"DevTools listening on (ws://\S+)", line)
-                if m:
-                    ws_url = m.group(1)
-                    break
-            if ws_url is None:
-                raise RuntimeError(f"chromium did not start (exit {proc.poll()})")
-            # Keep draining stderr so chromium never blocks on a full pipe.
-            threading.Thread(target=proc.stderr.read, daemon=True).start()
-            return asyncio.run(_drive(ws_url, path.resolve().as_uri(), width, height, timeout, probe))
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        _remove(Path(profile))
+
+
+def _remove(directory: Path) -> None:
+    """Remove chromium's profile, waiting out helpers that were still exiting (up to 5 s)."""
+    for _ in range(50):
+        try:
+            shutil.rmtree(directory)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)
+    shutil.rmtree(directory, ignore_errors=True)
