@@ -26,7 +26,6 @@ import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from itertools import zip_longest
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +94,7 @@ def capture_sets(paths: Iterable[Path], max_gap: int = MAX_GAP,
 def _probe_in_threads(paths: list[Path]) -> list[FileSpan | None]:
     if len(paths) < 4:
         return [probe(p) for p in paths]
+    from concurrent.futures import ThreadPoolExecutor   # (and logging): only for sets of 4 files or more
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
         return list(pool.map(probe, paths))
 

@@ -31,10 +31,8 @@ import traceback
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from multiprocessing import get_context
-from multiprocessing.connection import Connection as Pipe
-from multiprocessing.connection import wait
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from capture import CaptureRun
 from capture.shard import Share
@@ -46,6 +44,9 @@ from kdissect.errors import KdissectError
 from kdissect.inputs import Capture
 from kdissect.rows import RowOptions
 from kdissect.source import DecodeOptions, open_capture_run
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection as Pipe
 
 MIN_SHARE_BYTES = 4 << 20        # captures smaller than this per job are not worth splitting
 _TOPIC_COLUMN = {"partitions": "topic", "records": "topic", "anomalies": "detail"}
@@ -327,6 +328,11 @@ def decode_parallel(captures: list[Capture], outdir: Path, options: DecodeOption
     order). If a worker fails, the others are stopped, nothing more is made
     visible, and :class:`KdissectError` says which capture and share failed.
     """
+    # Here, not at the top: every decode imports this module to decide whether to split a
+    # capture, and multiprocessing takes ~10 ms to import.
+    from multiprocessing import get_context
+    from multiprocessing.connection import wait
+
     ctx = get_context("fork")
     tasks: list[_Task] = []
     for i, c in enumerate(captures):

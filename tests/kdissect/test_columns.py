@@ -82,6 +82,7 @@ except SystemExit:
     pass
 # Asked for by crc32c's package import and by --version; read by neither a decode nor its command line.
 assert "importlib.metadata" not in sys.modules, "package metadata read by a decode"
+assert "multiprocessing" not in sys.modules, "multiprocessing imported for a capture not split among workers"
 """
     subprocess.run([sys.executable, "-c", code, str(REPO / "samples" / "mixed.pcap"), str(tmp_path)], check=True,
                    cwd=REPO)
