@@ -5,7 +5,8 @@ short capture with dozens of kinds that was a fifth of the run. Kept like Python
 keeps bytecode: in ``__pycache__`` beside the ``dissector`` package (or under
 ``sys.pycache_prefix``), written only when the interpreter writes bytecode (not under
 ``PYTHONDONTWRITEBYTECODE``). A file that cannot be read or written is ignored: that
-decoder is compiled again, as without a cache.
+decoder is compiled again, as without a cache. Trusted as bytecode is: whoever can
+write there can already change the package's own ``.pyc`` files.
 """
 
 from __future__ import annotations
