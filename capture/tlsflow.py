@@ -23,7 +23,6 @@ _SIDE_OF = {Direction.TO_BROKER: 0, Direction.TO_CLIENT: 1}
 _DIRECTION_OF = (Direction.TO_BROKER, Direction.TO_CLIENT)
 
 
-
 class TlsConnection:
     """Decrypts a TLS connection and feeds the plaintext to a dissector connection made on demand."""
 

@@ -55,11 +55,12 @@ def test_cached_code_decodes_as_compiled_code() -> None:
 
 
 def test_the_key_is_the_source() -> None:
-    a, b = schema.message(0, "request", 9), schema.message(0, "request", 10)
-    assert code_key(message_source(a)) == code_key(message_source(a))
-    assert code_key(message_source(a)) != code_key(message_source(schema.message(0, "response", 9)))
-    # Versions with the same layout share one entry.
-    assert (code_key(message_source(a)) == code_key(message_source(b))) == (message_source(a) == message_source(b))
+    keys = {v: code_key(message_source(schema.message(0, "request", v))) for v in range(13)}
+    # Produce requests changed layout at v3 (transactional id) and v9 (flexible): versions
+    # between share one entry, and the three layouts have three keys.
+    assert len({keys[v] for v in (0, 1, 2)}) == len({keys[v] for v in (3, 8)}) == len({keys[v] for v in (9, 12)}) == 1
+    assert len({keys[0], keys[3], keys[9]}) == 3
+    assert keys[9] != code_key(message_source(schema.message(0, "response", 9)))
 
 
 def test_unreadable_entries_are_compiled_again() -> None:

@@ -28,7 +28,9 @@ def test_entries_are_written_whole_and_read_back(tmp_path: Path) -> None:
 
 def test_what_cannot_be_written_is_skipped(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
-    DirectoryCodeCache(tmp_path / "file" / "below").store("k", b"code")      # a file where the directory would be
+    blocked = DirectoryCodeCache(tmp_path / "file" / "below")              # a file where the directory would be
+    blocked.store("k", b"code")
+    assert blocked.load("k") is None and (tmp_path / "file").read_text() == ""
     readonly = DirectoryCodeCache(tmp_path / "ro", write=False)
     readonly.store("k", b"code")
     assert not (tmp_path / "ro").exists() and readonly.load("k") is None
