@@ -6,6 +6,12 @@ those modules as they are removes most of the interpreter's dispatch cost withou
 implementation: the ``.py`` files stay the only source, and the fallback when there is no
 compiler (or with ``KDISSECT_PURE=1``, see ``dissector/compiled.py``) is the same code.
 
+A ``.pxd`` file beside a module (``dissector/events.pxd``, ``kdissect/rows.pxd``, ...) tells Cython,
+and only Cython, that some of its classes are extension types and of what type a few locals and
+attributes are. Their fields are then read from C structs, not looked up by name, and calls between
+their methods are C calls: attribute look-ups were the largest single cost left per exchange. The
+``.py`` stays the only source of behaviour; Python ignores the ``.pxd``.
+
 Everything else is in ``pyproject.toml``. A failed compile is a warning, never a failed
 install: kdissect then runs as Python.
 """

@@ -35,16 +35,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # (label, pattern of the function's line in callgrind_annotate's inclusive listing)
+def _method(module: str, cls: str, name: str) -> str:
+    """A compiled method's function in the listing: its C function when a .pxd makes it cpdef
+    (``__pyx_f_...``, every call), else its Python wrapper (``__pyx_pw_...``)."""
+    prefix = "_".join(f"{len(p)}{p}" for p in (*module.split("."), cls))
+    return rf"__pyx_(?:f_{prefix}_|pw_{prefix}_\d+){name}(?:\s|$)"
+
+
 PARTS = [
     ("whole decode", r"PROGRAM TOTALS"),
     ("pipeline (reader, TCP, dissector)", r"__pyx_gb_7capture_8pipeline_8Pipeline_\d+generator "),
-    ("  dissector (Connection.feed)", r"__pyx_pw_9dissector_10connection_10Connection_\d+feed "),
-    ("    generated body decoders", r"__pyx_pw_9dissector_8decoders_8Decoders_\d+decode "),
+    ("  dissector (Connection.feed)", _method("dissector.connection", "Connection", "feed")),
+    ("    generated body decoders", _method("dissector.decoders", "Decoders", "decode")),
     ("    record batch summary", r"__pyx_pw_9dissector_7records_\d+summarize "),
-    ("rows and writer (CaptureWriter.event)", r"__pyx_pw_8kdissect_7dataset_13CaptureWriter_\d+event "),
-    ("  RowBuilder.exchange", r"__pyx_pw_8kdissect_4rows_10RowBuilder_\d+exchange "),
+    ("rows and writer (CaptureWriter.event)", _method("kdissect.dataset", "CaptureWriter", "event")),
+    ("  RowBuilder.exchange", _method("kdissect.rows", "RowBuilder", "exchange")),
     ("    JSON bodies (orjson)", r"\?\?\?:dumps "),
-    ("    RowBuilder._partitions", r"__pyx_pw_8kdissect_4rows_10RowBuilder_\d+_partitions "),
+    ("    RowBuilder._partitions", _method("kdissect.rows", "RowBuilder", "_partitions")),
     ("  Arrow conversion", r"__pyx_pw_8kdissect_7columns_\d+to_arrow "),
     ("  Parquet write_table", r"ParquetWriter_\d+write_table"),
 ]

@@ -14,6 +14,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+from dataclasses import MISSING
 from pathlib import Path
 
 PACKAGES = ("capture", "dissector", "kdissect")
@@ -119,6 +120,19 @@ def _stale(source: Path) -> bool:
         if built.is_file():
             return built.stat().st_mtime < edited
     return False
+
+
+def inheritable(*classes: type) -> None:
+    """Let Python dataclasses inherit the fields of these dataclasses positionally.
+
+    Compiled, a dataclass declared in a ``.pxd`` (``dissector/events.pxd``) is Cython's, whose
+    fields leave ``kw_only`` unset (MISSING, which is true): a Python dataclass inheriting them
+    would make every inherited field keyword-only. As Python, the fields say False already.
+    """
+    for cls in classes:
+        for f in cls.__dataclass_fields__.values():  # type: ignore[attr-defined]
+            if f.kw_only is MISSING:
+                f.kw_only = False
 
 
 def install_pure_switch() -> None:

@@ -289,7 +289,7 @@ class Connection:
         """Cut complete frames off ``buf``; keep the incomplete tail."""
         pos = 0
         n = len(buf)
-        handle = self._request if direction == TO_BROKER else self._response
+        to_broker = direction == TO_BROKER
         while n - pos >= 4:
             size = _I32(buf, pos)[0]
             if not self._size_ok(direction, size):
@@ -303,7 +303,11 @@ class Connection:
                 side.keep(buf[pos:] if pos else buf, first_ts)
                 side.need = size + 4
                 return
-            handle(buf[pos + 4:end], first_ts, ts, side.offset + pos, out)
+            # Called by name, not through a bound method chosen once: compiled, these are C calls.
+            if to_broker:
+                self._request(buf[pos + 4:end], first_ts, ts, side.offset + pos, out)
+            else:
+                self._response(buf[pos + 4:end], first_ts, ts, side.offset + pos, out)
             first_ts = ts
             pos = end
         side.offset += pos

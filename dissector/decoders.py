@@ -113,11 +113,14 @@ class _Writer:
     def __init__(self, records_hook: Callable[[bytes], Any], flexible: bool):
         self.flexible = flexible  # every struct of a flexible message ends in tagged fields
         self.lines: list[str] = []
-        self.namespace: dict[str, Any] = {
-            "_I16": _I16, "_I32": _I32, "_unpack_from": _unpack_from, "_uvar": read_uvarint,
-            "_uuid": read_uuid, "_tags": read_tags, "_records": records_hook,
-            "Underflow": Underflow, "BadLength": BadLength,
-        }
+        # Filled key by key into an empty dict, not written as one literal: compiled, a literal of
+        # this size is a presized dict, whose keys table is not the all-string kind, and Python
+        # 3.11 then never specializes the decoders' global look-ups (a slow path on every read).
+        self.namespace: dict[str, Any] = {}
+        for name, value in (("_I16", _I16), ("_I32", _I32), ("_unpack_from", _unpack_from), ("_uvar", read_uvarint),
+                            ("_uuid", read_uuid), ("_tags", read_tags), ("_records", records_hook),
+                            ("Underflow", Underflow), ("BadLength", BadLength)):
+            self.namespace[name] = value
         self.counter = 0
 
     def name(self, prefix: str) -> str:
@@ -329,7 +332,7 @@ def failure_offset(exc: BaseException) -> int | None:
     return offset
 
 
-@dataclass(slots=True)
+@dataclass
 class Decoded:
     body: dict[str, Any]
     end: int                          # offset after the last byte read

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
+
+from dissector.compiled import inheritable
 
 KAFKA_PROTOCOL = "0.8+"   # the size-prefixed, correlated protocol of Kafka 0.8 and later
 
@@ -20,7 +22,7 @@ class Direction(enum.IntEnum):
     TO_CLIENT = 1  # responses
 
 
-@dataclass(slots=True)
+@dataclass
 class DecodeFailure:
     """Where and why decoding a body stopped; what decoded before stays in the body."""
 
@@ -29,7 +31,7 @@ class DecodeFailure:
     offset: int     # byte offset inside the frame (after the 4-byte size) where it failed
 
 
-@dataclass(slots=True)
+@dataclass
 class Request:
     api_key: int
     api_version: int
@@ -44,7 +46,7 @@ class Request:
     stream_offset: int = 0      # offset of the frame in its direction's byte stream
     raw: bytes | None = None    # the body bytes, kept only when they could not be decoded
     header_tags: dict[int, bytes] | None = None
-    protocol: ClassVar[str] = KAFKA_PROTOCOL   # the protocol generation (``0.7`` for dissector.v07)
+    protocol = KAFKA_PROTOCOL   # the protocol generation (``0.7`` for dissector.v07); a class attribute, not a field
 
     @property
     def api_name(self) -> str:
@@ -57,7 +59,7 @@ class Request:
         return not (self.api_key == 0 and self.body is not None and self.body.get("acks") == 0)
 
 
-@dataclass(slots=True)
+@dataclass
 class Response:
     correlation_id: int
     size: int
@@ -72,7 +74,7 @@ class Response:
     stream_offset: int = 0
     raw: bytes | None = None
     header_tags: dict[int, bytes] | None = None
-    protocol: ClassVar[str] = KAFKA_PROTOCOL
+    protocol = KAFKA_PROTOCOL
 
 
 class Status(str, enum.Enum):
@@ -83,7 +85,7 @@ class Status(str, enum.Enum):
     MALFORMED = "malformed"                         # either side failed to decode
 
 
-@dataclass(slots=True)
+@dataclass
 class Exchange:
     request: Request | None
     response: Response | None
@@ -124,7 +126,7 @@ class SaslToken:
     token: bytes | None          # None when redacted
 
 
-@dataclass(slots=True)
+@dataclass
 class Anomaly:
     kind: str                    # gap, resync, truncated, malformed, oversize, crc_mismatch, ...
     direction: Direction | None
@@ -135,3 +137,6 @@ class Anomaly:
 
 
 Event = Request | Response | Exchange | SaslToken | Anomaly
+
+
+inheritable(Request, Response)     # dissector.v07.events

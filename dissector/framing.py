@@ -53,7 +53,7 @@ def response_header_version(api_key: int, version: int) -> int:
     return hv
 
 
-@dataclass(slots=True)
+@dataclass
 class RequestHeader:
     api_key: int
     api_version: int

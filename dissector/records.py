@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from dissector.compiled import inheritable
 from dissector.crc import crc32c
 
 from dissector.codecs import Budget, BytesMode, codec_name, render_bytes
@@ -230,7 +231,7 @@ class RecordSet:
         }
 
 
-@dataclass(slots=True)
+@dataclass
 class RecordsSummary:
     """Header-level facts about a records field (see :func:`summarize`)."""
 
@@ -285,6 +286,9 @@ class RecordsSummary:
             "error": self.error,
             "error_offset": self.error_offset,
         }
+
+
+inheritable(RecordsSummary)     # dissector.v07.messages.MessageSetSummary
 
 
 # --------------------------------------------------------------------------

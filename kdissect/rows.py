@@ -15,19 +15,21 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from dissector.events import KAFKA_PROTOCOL, Anomaly, Direction, Exchange, Request, Response
-from dissector.records import DEFAULT_MAX_DECOMPRESSED, RecordBatch, decode_records
+from dissector.records import DEFAULT_MAX_DECOMPRESSED, RecordBatch, RecordsSummary, decode_records
 from dissector import schema
 from dissector.schema import api_name, error_name
 from dissector.topics import TopicRegistry
 from dissector.v07.events import V07Request, V07Response, api_name_of, error_name_of
 from dissector.v07.messages import MessageSetSummary, decode_message_set
 from dissector.v07.views import partition_rows as v07_partition_rows
-from dissector.views import _OFFSET_FIELDS, PartitionRow, TopicPath, partition_rows, topic_paths
+from dissector.views import _OFFSET_FIELDS, PartitionRow, partition_rows, topic_paths
 
 from kdissect.bodies import body_bytes
 from kdissect.tables import COLUMNS
 
 Row = dict[str, Any]
+# A TopicPath's fields, then the offset fields its partition entries have (see _plan).
+Plan = tuple[tuple[str, ...], str | None, str | None, str | None, str | None, str | None, tuple[str, ...]]
 Columns = Sequence[list]           # one list per column, in the table schema's order
 _DIRECTION = {Direction.TO_BROKER: "request", Direction.TO_CLIENT: "response"}
 # In compact JSON a key is `"error_code":`; inside a string value its quotes would be
@@ -96,7 +98,7 @@ class RowBuilder:
         self._an = tuple(c.append for c in cols["anomalies"])
         self._rec = tuple(c.append for c in cols["records"]) if "records" in cols else None
         self._api_names: dict[int, str] = {}
-        self._plans: dict[tuple[int, str, int], tuple[tuple[TopicPath, tuple[str, ...]], ...]] = {}
+        self._plans: dict[tuple[int, str, int], tuple[Plan, ...]] = {}
         self._error_names: dict[int, str] = {}
 
     # -- exchanges ---------------------------------------------------------------------------
@@ -234,8 +236,7 @@ class RowBuilder:
         cap, cid, corr, name, ts = self.capture, conn.id, msg.correlation_id, self._api_name(api_key), msg.first_ts // 1000
         want_records = self._rec is not None
         n = 0
-        for tp, offset_fields in plan:
-            path = tp.path
+        for path, name_field, id_field, partitions_field, index_field, list_field, offset_fields in plan:
             if len(path) == 1:
                 # The usual shape (topics at the top): the list itself, without a generator.
                 topics_list = body.get(path[0])
@@ -246,13 +247,13 @@ class RowBuilder:
             for topic in topics_list:
                 if not isinstance(topic, dict):
                     continue
-                tname = topic.get(tp.name_field) if tp.name_field else None
-                topic_id = topic.get(tp.id_field) if tp.id_field else None
+                tname = topic.get(name_field) if name_field else None
+                topic_id = topic.get(id_field) if id_field else None
                 if tname is None and topics is not None:
                     tname = topics.name(topic_id)
                 track = unresolved is not None and tname is None and topic_id is not None
-                if tp.list_field:
-                    for index in topic.get(tp.list_field) or ():
+                if list_field:
+                    for index in topic.get(list_field) or ():
                         if track:
                             unresolved.partition(self._where_next("partitions"), topic_id)  # type: ignore[union-attr]
                         capture(cap)
@@ -271,13 +272,12 @@ class RowBuilder:
                             append(None)
                         n += 1
                     continue
-                index_field = tp.index_field
-                for p in topic.get(tp.partitions_field) or ():  # type: ignore[arg-type]
+                for p in topic.get(partitions_field) or ():  # type: ignore[arg-type]
                     if not isinstance(p, dict):
                         continue
                     rec = p.get("records")
-                    if rec is not None and not hasattr(rec, "record_count"):
-                        rec = None  # records kept raw by a caller's hook: no summary to report
+                    # Anything else (records kept raw by a caller's hook) has no summary to report.
+                    summary = rec if isinstance(rec, RecordsSummary) else None
                     offset = None
                     for k in offset_fields:
                         if k in p:
@@ -303,7 +303,7 @@ class RowBuilder:
                     a_high_watermark(p.get("high_watermark"))
                     a_offset(offset)
                     n += 1
-                    if rec is None:
+                    if summary is None:
                         a_record_count(None)
                         a_batch_count(None)
                         a_bytes(None)
@@ -311,17 +311,17 @@ class RowBuilder:
                         a_compression(None)
                         a_base_offset(offset)
                         continue
-                    first = rec.first_offset
-                    count = rec.record_count
+                    first = summary.first_offset
+                    count = summary.record_count
                     a_record_count(count)
-                    a_batch_count(rec.batch_count)
-                    a_bytes(rec.total_bytes)
+                    a_batch_count(summary.batch_count)
+                    a_bytes(summary.total_bytes)
                     a_base_offset(first if count is not None or first is not None else offset)
-                    a_last_offset(rec.last_offset)
-                    a_compression(rec.codec)
-                    if rec.crc_failures or rec.error or (want_records and rec.data):
+                    a_last_offset(summary.last_offset)
+                    a_compression(summary.codec)
+                    if summary.crc_failures or summary.error or (want_records and summary.data):
                         where = f"{name} v{version} {kind} corr {corr} {tname or topic_id}[{partition}]"
-                        self._record_extras(conn, msg, kind, ts, tname, topic_id, partition, rec, where,
+                        self._record_extras(conn, msg, kind, ts, tname, topic_id, partition, summary, where,
                                             track, tally)
         tally.partitions += n
 
@@ -523,8 +523,8 @@ class RowBuilder:
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
 
 
-def _plan(api_key: int, kind: str, version: int) -> tuple[tuple[TopicPath, tuple[str, ...]], ...]:
-    """The topic paths of a message (:func:`dissector.views.topic_paths`), each with the offset fields
+def _plan(api_key: int, kind: str, version: int) -> tuple[Plan, ...]:
+    """The topic paths of a message (:func:`dissector.views.topic_paths`), unpacked, each with the offset fields
     (:data:`dissector.views._OFFSET_FIELDS`, in order) its partition entries have at this version: a decoded
     entry holds no field its schema lacks, so the others need no lookup."""
     msg = schema.message(api_key, kind, version)
@@ -535,7 +535,8 @@ def _plan(api_key: int, kind: str, version: int) -> tuple[tuple[TopicPath, tuple
             f = next((f for f in fields or () if f.name == name), None) if name else None
             fields = f.children if f is not None else None
         names = {f.name for f in fields} if fields is not None else None
-        out.append((tp, tuple(k for k in _OFFSET_FIELDS if names is None or k in names)))
+        out.append((tp.path, tp.name_field, tp.id_field, tp.partitions_field, tp.index_field, tp.list_field,
+                    tuple(k for k in _OFFSET_FIELDS if names is None or k in names)))
     return tuple(out)
 
 

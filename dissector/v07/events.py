@@ -11,7 +11,6 @@ does the same job, and ``request_type`` is the 0.7 wire value.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from dissector.events import Request, Response
 from dissector.v07.wire import API_NAMES, EXPECTS_RESPONSE, Target, error_name
@@ -19,10 +18,12 @@ from dissector.v07.wire import API_NAMES, EXPECTS_RESPONSE, Target, error_name
 PROTOCOL = "0.7"
 
 
-@dataclass(slots=True)
+# Without slots: compiled, the bases are extension types whose fields a slot of the same name
+# would shadow.
+@dataclass
 class V07Request(Request):
     request_type: int = 0
-    protocol: ClassVar[str] = PROTOCOL
+    protocol = PROTOCOL
 
     @property
     def api_name(self) -> str:
@@ -33,11 +34,11 @@ class V07Request(Request):
         return self.request_type in EXPECTS_RESPONSE
 
 
-@dataclass(slots=True)
+@dataclass
 class V07Response(Response):
     request_type: int | None = None                       # of the request it answers (or inferred)
     targets: list[Target] = field(default_factory=list)   # that request's topic-partitions, in order
-    protocol: ClassVar[str] = PROTOCOL
+    protocol = PROTOCOL
 
     @property
     def api_name(self) -> str:

@@ -104,7 +104,9 @@ class MessageSet07:
             yield from m.leaves()
 
 
-@dataclass(slots=True)
+# Without slots: compiled, the base is an extension type whose fields a slot of the same name
+# would shadow.
+@dataclass
 class MessageSetSummary(RecordsSummary):
     """A :class:`RecordsSummary` of a 0.7 message set; ``base_offset`` is the fetch offset, if known."""
 

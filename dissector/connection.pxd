@@ -1,0 +1,28 @@
+# Compiled build only (setup.py): the connection state as extension types, so that the per-frame
+# code reads its own state from C structs rather than through Python's attribute lookup (issue #8).
+# connection.py stays the only source; pure Python ignores this file.
+cimport cython
+from dissector.decoders cimport Decoded, Decoders
+from dissector.events cimport Request, Response
+from dissector.framing cimport RequestHeader
+
+cdef class _Side:
+    cdef public object budget, chunks, counted, have, need, first_ts, offset, synced, skip
+    cpdef take(self)
+    cpdef keep(self, rest, ts)
+
+cdef class Connection:
+    cdef public Decoders _decoders
+    cdef public object options, topics, _sides, _pending, _pending_bytes, _cap_hits, _seq
+    cdef public object _seen_versions, _sasl_raw, _sasl_mechanism, _last_ts, _orphans, _full_misses
+    cdef public object _inference_limited, _inferred, _skew_reported, _messages
+
+    @cython.locals(side=_Side)
+    cpdef feed(self, direction, data, ts)
+    cpdef _size_ok(self, direction, size)
+    @cython.locals(side=_Side)
+    cpdef _frames(self, direction, side, buf, first_ts, ts, out)
+    @cython.locals(hdr=RequestHeader, d=Decoded, req=Request, gone=Request)
+    cpdef _request(self, frame, first_ts, last_ts, offset, out, truncated_size=*)
+    @cython.locals(req=Request, d=Decoded, v0=Decoded, unanswered=Request, resp=Response)
+    cpdef _response(self, frame, first_ts, last_ts, offset, out, truncated_size=*)

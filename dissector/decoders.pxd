@@ -1,0 +1,10 @@
+# Compiled build only (setup.py): Decoders as an extension type, so that a connection's call to
+# decode a body is a C call (issue #8). decoders.py stays the only source; pure Python ignores this.
+
+cdef class Decoders:
+    cdef public object _records_hook, _cache, code_cache
+    cpdef get(self, api_key, kind, version)
+    cpdef decode(self, api_key, kind, version, b, o)
+
+cdef class Decoded:
+    cdef public object body, end, failure

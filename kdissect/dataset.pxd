@@ -1,0 +1,15 @@
+# Compiled build only (setup.py): the writers as extension types, so that the per-exchange calls
+# between them are C calls on C structs rather than Python attribute look-ups (issue #8).
+# dataset.py stays the only source; pure Python ignores this file.
+from kdissect.rows cimport RowBuilder
+
+cdef class TableWriter:
+    cdef public object path, tmp, table, rows, cols, weight, _batch_rows, _batch_bytes, _writer
+    cpdef full(self)
+    cpdef flush(self, final=*)
+
+cdef class CaptureWriter:
+    cdef public object capture, options, topics, counts, _outdir, _name, _capture_level, _writers, _tally
+    cdef public TableWriter _ex, _pa, _an, _rec
+    cdef public RowBuilder _rows
+    cpdef exchange(self, conn, ex)

@@ -1,0 +1,16 @@
+# Compiled build only (setup.py): RowBuilder as an extension type, so that its methods read
+# their own attributes from a C struct rather than through Python's attribute lookup, one of
+# the larger costs per exchange (issue #8). rows.py stays the only source; pure Python ignores this.
+cimport cython
+from dissector.events cimport Exchange, Request, Response
+from dissector.records cimport RecordsSummary
+
+cdef class RowBuilder:
+    cdef public object capture, options, topics, cols, kinds
+    cdef public object _position, _unresolved, _ex, _pa, _an, _rec, _api_names, _plans, _error_names
+    cpdef _api_name(self, api_key)
+    cpdef _error_name(self, code)
+    @cython.locals(summary=RecordsSummary)
+    cpdef _partitions(self, conn, msg, kind, tally)
+    @cython.locals(ex=Exchange, req=Request, resp=Response)
+    cpdef exchange(self, conn, ex, tally)
