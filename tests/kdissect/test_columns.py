@@ -26,6 +26,16 @@ CASES = [
     ([b"\x00\xff", None, b""], pa.binary()),
     ([], pa.string()),
     ([], pa.int64()),
+    # One value throughout (converted once and repeated), all null, and more distinct texts than
+    # one byte can number.
+    (["capture.pcap"] * 5, pa.string()),
+    ([None] * 4, pa.string()),
+    ([None] * 3, TS),
+    ([7] * 3, pa.int16()),
+    ([1 << 20] * 2, pa.int64()),
+    ([False] * 3, pa.bool_()),
+    ([0.5] * 2, pa.float64()),
+    ([f"topic-{i % 300}" for i in range(700)] + [None], pa.string()),
 ]
 
 
@@ -43,6 +53,8 @@ def test_lists_become_the_arrays_pyarrow_makes(values: list, type_: pa.DataType)
 def test_out_of_range_values_are_refused_as_pyarrow_refuses_them() -> None:
     with pytest.raises(pa.ArrowInvalid):
         to_arrow([1 << 20], pa.int16())
+    with pytest.raises(pa.ArrowInvalid):
+        to_arrow([1 << 20] * 3, pa.int16())
 
 
 def test_text_cells_taken_in_two_parts() -> None:
