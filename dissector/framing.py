@@ -83,9 +83,12 @@ def parse_request_header(frame: bytes) -> RequestHeader:
             o = end
     tags = None
     if hv >= 2:
-        holder: dict = {}
-        o = read_tags(frame, o, holder, None)
-        tags = holder.get("_unknown_tags")
+        if frame[o] == 0:           # no tagged fields, nearly always: no holder, no call
+            o += 1
+        else:
+            holder: dict = {}
+            o = read_tags(frame, o, holder, None)
+            tags = holder.get("_unknown_tags")
     return RequestHeader(api_key, version, corr, client_id, hv, o, tags)
 
 
@@ -93,6 +96,8 @@ def parse_response_header(frame: bytes, header_version: int) -> tuple[int, int, 
     """(correlation id, body offset, header tags)."""
     corr = _SIZE(frame, 0)[0]
     if header_version >= 1:
+        if frame[4] == 0:
+            return corr, 5, None
         holder: dict = {}
         o = read_tags(frame, 4, holder, None)
         return corr, o, holder.get("_unknown_tags")
