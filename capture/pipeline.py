@@ -81,7 +81,7 @@ class CaptureOptions:
     tls_keylog_live: bool = False            # the key logs grow while the capture runs: re-read them
 
 
-@dataclass(slots=True)
+@dataclass
 class CaptureEvent:
     """A dissector event (or capture anomaly / connection end) and the connection it belongs to."""
 

@@ -12,4 +12,5 @@ cdef class CaptureWriter:
     cdef public object capture, options, topics, counts, _outdir, _name, _capture_level, _writers, _tally
     cdef public TableWriter _ex, _pa, _an, _rec
     cdef public RowBuilder _rows
+    cpdef event(self, conn, ev)
     cpdef exchange(self, conn, ex)

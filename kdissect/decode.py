@@ -72,9 +72,12 @@ def run_into(run: CaptureRun, writer: CaptureWriter, on_progress: Callable[[], N
     """Route every event of a capture run into ``writer``."""
     if on_progress is not None:
         run.pipeline.on_progress = lambda _stats: on_progress()
-    event = writer.event
+    _route(run, writer)
+
+
+def _route(run: CaptureRun, writer: CaptureWriter) -> None:
     for ce in run:
-        event(ce.conn, ce.event)
+        writer.event(ce.conn, ce.event)
 
 
 def row_options(options: DecodeOptions) -> RowOptions:

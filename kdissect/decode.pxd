@@ -1,0 +1,9 @@
+# Compiled build only (setup.py): the loop that hands each capture event to the writer, its event
+# and writer typed so that both reads and the call are C operations (issue #8). decode.py stays the
+# only source; pure Python ignores this file.
+cimport cython
+from capture.pipeline cimport CaptureEvent
+from kdissect.dataset cimport CaptureWriter
+
+@cython.locals(ce=CaptureEvent)
+cpdef _route(run, CaptureWriter writer)
