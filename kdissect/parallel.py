@@ -38,7 +38,7 @@ from capture import CaptureRun
 from capture.shard import Share
 from dissector.topics import ZERO_UUID, TopicRegistry
 
-from kdissect.dataset import TABLES, CaptureWriter, Counts, file_stem, remove_joined, remove_stale
+from kdissect.dataset import TABLES, CaptureWriter, Counts, file_stem, parquet_writer, remove_joined, remove_stale
 from kdissect.decode import fewer_collections
 from kdissect.errors import KdissectError
 from kdissect.inputs import Capture
@@ -214,20 +214,21 @@ def _resolve_topics(results: list[ShareResult]) -> None:
                     patches.setdefault(table, []).append((first, count, topic_id, name))
         for table, rows in patches.items():
             tmp = next(t for t, final in r.files if final.parent.name == table)
-            _patch(tmp, _TOPIC_COLUMN[table], sorted(rows))
+            _patch(tmp, table, sorted(rows))
 
 
-def _patch(path: Path, column: str, rows: list[tuple[int, int, str, str]]) -> None:
-    """Rewrite ``column`` of the given rows, row group by row group (memory stays one row group)."""
+def _patch(path: Path, table_name: str, rows: list[tuple[int, int, str, str]]) -> None:
+    """Rewrite the topic column of the given rows, row group by row group (memory stays one row group)."""
     import pyarrow.parquet as pq
 
     from kdissect.columns import to_arrow
 
     src = pq.ParquetFile(path)
     schema = src.schema_arrow
+    column = _TOPIC_COLUMN[table_name]
     index = schema.get_field_index(column)
     out = path.with_name(path.name + ".patch")
-    writer = pq.ParquetWriter(out, schema, compression="zstd")
+    writer = parquet_writer(out, table_name, schema)
     try:
         start = 0
         k = 0
