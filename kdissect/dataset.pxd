@@ -1,7 +1,10 @@
 # Compiled build only (setup.py): the writers as extension types, so that the per-exchange calls
 # between them are C calls on C structs rather than Python attribute look-ups (issue #8).
 # dataset.py stays the only source; pure Python ignores this file.
-from kdissect.rows cimport RowBuilder
+from kdissect.rows cimport RowBuilder, Tally
+
+cdef class Counts:
+    cdef public object captures, connections, exchanges, per_api, statuses, errors, anomalies, partitions, records
 
 cdef class TableWriter:
     cdef public object path, tmp, table, rows, cols, weight, _batch_rows, _batch_bytes, _writer
@@ -9,7 +12,9 @@ cdef class TableWriter:
     cpdef flush(self, final=*)
 
 cdef class CaptureWriter:
-    cdef public object capture, options, topics, counts, _outdir, _name, _capture_level, _writers, _tally
+    cdef public object capture, options, topics, _outdir, _name, _capture_level, _writers
+    cdef public Tally _tally
+    cdef public Counts counts
     cdef public TableWriter _ex, _pa, _an, _rec
     cdef public RowBuilder _rows
     cpdef event(self, conn, ev)

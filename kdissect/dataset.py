@@ -195,7 +195,7 @@ def _schema(table: str) -> pa.Schema:
     return SCHEMAS[table]
 
 
-@dataclass(slots=True)
+@dataclass
 class Counts:
     """What went into the tables; summed over captures for the end-of-run summary."""
 

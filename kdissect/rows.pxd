@@ -5,12 +5,15 @@ cimport cython
 from dissector.events cimport Exchange, Request, Response
 from dissector.records cimport RecordsSummary
 
+cdef class Tally:
+    cdef public object partitions, records, record_bytes
+
 cdef class RowBuilder:
     cdef public object capture, options, topics, cols, kinds
     cdef public object _position, _unresolved, _ex, _pa, _an, _rec, _api_names, _plans, _error_names
     cpdef _api_name(self, api_key)
     cpdef _error_name(self, code)
     @cython.locals(summary=RecordsSummary)
-    cpdef _partitions(self, conn, msg, kind, tally)
+    cpdef _partitions(self, conn, msg, kind, Tally tally)
     @cython.locals(ex=Exchange, req=Request, resp=Response)
-    cpdef exchange(self, conn, ex, tally)
+    cpdef exchange(self, conn, ex, Tally tally)

@@ -66,7 +66,7 @@ class Unresolved(Protocol):
     def anomaly(self, row: int, topic_id: str) -> None: ...
 
 
-@dataclass(slots=True)
+@dataclass
 class Tally:
     """What one exchange added, for the writer's counts and flush decisions."""
 
