@@ -77,3 +77,19 @@ def test_unreadable_entries_are_compiled_again() -> None:
     again = MemoryCache()
     _decode_all(Decoders(code_cache=again))
     assert cache.data == again.data                                   # and replaced by good entries
+
+
+def test_decoders_global_look_ups_are_specialized() -> None:
+    # Python specializes a global read only in a globals dict whose keys table is of the all-string
+    # kind; a compiled dict literal of the decoders' namespace was not, and every read of _S_i,
+    # _uvar or len took the slow path. A performance property, checked where it can be seen.
+    import dis
+    import sys
+    if sys.version_info < (3, 11):
+        return
+    fn = Decoders().get(0, "response", 11)
+    body = encode_body(0, "response", 11, {"responses": [{"name": "t", "partition_responses": [{"index": 0}]}]})
+    for _ in range(200):
+        fn(body, 0, {})
+    ops = {i.opname for i in dis.get_instructions(fn, adaptive=True)}
+    assert {"LOAD_GLOBAL_MODULE", "LOAD_GLOBAL_BUILTIN"} & ops, sorted(o for o in ops if "GLOBAL" in o)

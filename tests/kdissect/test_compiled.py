@@ -81,6 +81,33 @@ def test_hot_modules_exist() -> None:
     assert all((REPO / (m.replace(".", "/") + ".py")).is_file() for m in hot_modules())
 
 
+def test_every_pxd_declares_a_compiled_module() -> None:
+    # A .pxd beside a module that is not compiled would declare types nothing uses.
+    pxds = [p.relative_to(REPO).with_suffix("") for pkg in ("capture", "dissector", "kdissect")
+            for p in (REPO / pkg).rglob("*.pxd")]
+    assert pxds
+    assert {".".join(p.parts) for p in pxds} <= set(hot_modules())
+
+
+_TYPES = """
+import json
+from dissector import events, records, decoders, framing
+from capture import pipeline
+from kdissect import rows, dataset
+HEAP = 1 << 9
+classes = [events.Request, events.Response, events.Exchange, events.Anomaly, events.DecodeFailure,
+           records.RecordsSummary, decoders.Decoded, framing.RequestHeader, pipeline.CaptureEvent,
+           rows.RowBuilder, rows.Tally, dataset.Counts, dataset.CaptureWriter]
+print(json.dumps({c.__qualname__: not c.__flags__ & HEAP for c in classes}))
+"""
+
+
+def test_the_pxd_classes_are_extension_types_only_when_compiled() -> None:
+    _require_compiled()
+    assert set(json.loads(_run(_TYPES, pure=False)).values()) == {True}
+    assert set(json.loads(_run(_TYPES, pure=True)).values()) == {False}
+
+
 _DECODE = """
 import sys, kdissect
 from pathlib import Path
