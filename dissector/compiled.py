@@ -115,6 +115,9 @@ def _in_checkout(entry: Path, name: str) -> bool:
 
 def _stale(source: Path) -> bool:
     edited = source.stat().st_mtime
+    declarations = source.with_suffix(".pxd")      # Cython's types for the module: part of its build
+    if declarations.is_file():
+        edited = max(edited, declarations.stat().st_mtime)
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         built = source.with_name(source.stem + suffix)
         if built.is_file():

@@ -155,6 +155,12 @@ def test_a_module_edited_after_its_build_loads_from_source(tmp_path: Path) -> No
     assert finder.find_spec("capture.hot", [str(package)]).origin == str(source)
     assert finder.find_spec("elsewhere.hot", [str(package)]) is None
     assert compiled.stale(roots) == ["capture.hot"]                         # what --version names
+    # Its .pxd (Cython's types for it) counts as an edit too.
+    os.utime(source, (1_000, 1_000))
+    (package / "hot.pxd").write_text("cdef class A:\n    pass\n")
+    os.utime(package / "hot.pxd", (3_000, 3_000))
+    assert compiled.stale(roots) == ["capture.hot"]
+    os.utime(source, (3_000, 3_000))
     # Installed (no setup.py beside the packages): file times say nothing about edits.
     (tmp_path / "setup.py").unlink()
     assert finder.find_spec("capture.hot", [str(package)]) is None
