@@ -224,8 +224,8 @@ def to_arrow(values: Any, type_: pa.DataType) -> pa.Array:
     # Many columns hold one value throughout a row group (the capture, a plaintext connection's
     # TLS columns, the topic of a single-topic producer): counting is a C loop over the list, a
     # few nanoseconds a cell, against ~50 for converting each. The last and middle cells turn
-    # most other columns away before a count.
-    if n > 1:
+    # most other columns away before a count. Not floats: 0.0 == -0.0, yet they differ.
+    if n > 1 and not pa.types.is_floating(type_):
         first = values[0]
         if values[-1] == first and values[n >> 1] == first and values.count(first) == n:
             return _repeated(first, n, type_)

@@ -76,6 +76,8 @@ def run_into(run: CaptureRun, writer: CaptureWriter, on_progress: Callable[[], N
 
 
 def _route(run: CaptureRun, writer: CaptureWriter) -> None:
+    # Apart from run_into: compiled, decode.pxd types this loop's event, and Cython cannot make a
+    # function with a closure (run_into's lambda) a cpdef one.
     for ce in run:
         writer.event(ce.conn, ce.event)
 

@@ -35,6 +35,7 @@ CASES = [
     ([1 << 20] * 2, pa.int64()),
     ([False] * 3, pa.bool_()),
     ([0.5] * 2, pa.float64()),
+    ([0.0, -0.0, 0.0], pa.float64()),
     ([f"topic-{i % 300}" for i in range(700)] + [None], pa.string()),
 ]
 
