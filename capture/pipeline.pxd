@@ -3,3 +3,8 @@
 
 cdef class CaptureEvent:
     cdef public object conn, event
+
+from capture.flows cimport Flow
+from capture.reassembly cimport HalfStream
+
+cpdef _established(pipe, Flow flow, h, HalfStream hs, HalfStream peer, seg, seq, ack, flags, payload, missing, ts)

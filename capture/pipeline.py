@@ -137,6 +137,53 @@ class _DeadConnection:
 _DEAD = _DeadConnection()
 
 
+def _established(pipe: Pipeline, flow: Flow, h: int, hs: HalfStream, peer: HalfStream, seg: tuple, seq: int,
+                 ack: int, flags: int, payload: bytes, missing: int, ts: int) -> list[CaptureEvent] | None:
+    """A segment of a flow already in the table: what :meth:`Pipeline.run` does for nearly every
+    packet, and the events it completes. A function of its own because compiled, pipeline.pxd
+    types its flow and streams, and their fields are then read from C structs (a generator's
+    locals cannot be typed)."""
+    flow.last_ts = ts
+    if flow.skip:                                # TLS / not Kafka / ended: nothing to order
+        return None
+    if flow.gate is not None or (flags & ACK and peer.next_seq is not None
+                                 and 0 < (ack - peer.next_seq) & MASK < HALF):
+        return pipe._causal(flow, h, seg, ts)    # it acknowledges bytes not seen yet
+    released = None
+    if flags & ACK:
+        peer.peer_ack = ack
+        if peer._offs:
+            released = pipe._general(flow, 1 - h, peer.acked(ts))
+    if not payload and not missing:
+        return released
+    # Fast path: the next bytes in order, nothing buffered, all captured.
+    if seq == hs.next_seq and not hs._offs and not missing:
+        n = len(payload)
+        hs.next_seq = (seq + n) & MASK
+        off = hs.offset
+        hs._last_off = off
+        hs._last = payload
+        hs.offset = off + n
+        if flow.state == KAFKA:
+            try:
+                dev = flow.conn.feed(flow.dirs[h], payload, ts)
+            except Exception as exc:  # noqa: BLE001  (a dissector bug must not end the capture)
+                dev = pipe._dissector_failed(flow, exc, ts)
+            if dev:
+                info = flow.info
+                info.last_ts = ts  # type: ignore[union-attr]
+                evs = [CaptureEvent(info, ev) for ev in dev]
+            else:
+                evs = None
+        else:
+            evs = pipe._deliver_undecided(flow, h, [(DATA, off, payload, ts)])
+    else:
+        evs = pipe._general(flow, h, hs.add(seq, payload, missing, ts))
+    if released and evs:
+        return released + evs
+    return evs or released
+
+
 class Pipeline:
     """Feed it a record source with :meth:`run`; read ``stats`` during and after."""
 
@@ -186,8 +233,6 @@ class Pipeline:
         index_get = self.table.index.get
         ports = self.options.ports
         control = self._control
-        general = self._general
-        deliver = self._deliver_undecided
         foreign = self._foreign
         last_lt = -1
         parse: Parser = _unsupported
@@ -240,47 +285,7 @@ class Pipeline:
                         yield from evs
                     continue
                 flow, h, hs, peer = ent
-                flow.last_ts = ts
-                if flow.skip:                                # TLS / not Kafka / ended: nothing to order
-                    continue
-                if flow.gate is not None or (flags & ACK and peer.next_seq is not None
-                                             and 0 < (ack - peer.next_seq) & MASK < HALF):
-                    evs = self._causal(flow, h, seg, ts)     # it acknowledges bytes not seen yet
-                    if evs:
-                        yield from evs
-                    continue
-                if flags & ACK:
-                    peer.peer_ack = ack
-                    if peer._offs:
-                        evs = general(flow, 1 - h, peer.acked(ts))
-                        if evs:
-                            yield from evs
-                if not payload and not missing:
-                    continue
-                # Fast path: the next bytes in order, nothing buffered, all captured.
-                if seq == hs.next_seq and not hs._offs and not missing:
-                    n = len(payload)
-                    hs.next_seq = (seq + n) & MASK
-                    off = hs.offset
-                    hs._last_off = off
-                    hs._last = payload
-                    hs.offset = off + n
-                    if flow.state == KAFKA:
-                        try:
-                            dev = flow.conn.feed(flow.dirs[h], payload, ts)
-                        except Exception as exc:  # noqa: BLE001  (a dissector bug must not end the capture)
-                            dev = self._dissector_failed(flow, exc, ts)
-                        if dev:
-                            info = flow.info
-                            info.last_ts = ts  # type: ignore[union-attr]
-                            for ev in dev:
-                                yield CaptureEvent(info, ev)
-                    else:
-                        evs = deliver(flow, h, [(DATA, off, payload, ts)])
-                        if evs:
-                            yield from evs
-                    continue
-                evs = general(flow, h, hs.add(seq, payload, missing, ts))
+                evs = _established(self, flow, h, hs, peer, seg, seq, ack, flags, payload, missing, ts)
                 if evs:
                     yield from evs
             if problems:

@@ -34,7 +34,7 @@ Op = tuple  # one of the shapes in the module docstring
 class HalfStream:
     """Ordering state of one direction.
 
-    :meth:`capture.pipeline.Pipeline.run` inlines :meth:`add` for its commonest
+    :func:`capture.pipeline._established` inlines :meth:`add` for its commonest
     case (the next bytes, nothing buffered): it updates ``next_seq``, ``offset``,
     ``_last`` and ``_last_off`` itself, exactly as :meth:`_deliver` would.
     """

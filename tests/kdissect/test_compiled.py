@@ -92,12 +92,12 @@ def test_every_pxd_declares_a_compiled_module() -> None:
 _TYPES = """
 import json
 from dissector import events, records, decoders, framing
-from capture import pipeline
+from capture import flows, pipeline, reassembly
 from kdissect import rows, dataset
 HEAP = 1 << 9
 classes = [events.Request, events.Response, events.Exchange, events.Anomaly, events.DecodeFailure,
            records.RecordsSummary, decoders.Decoded, framing.RequestHeader, pipeline.CaptureEvent,
-           rows.RowBuilder, rows.Tally, dataset.Counts, dataset.CaptureWriter]
+           rows.RowBuilder, rows.Tally, dataset.Counts, dataset.CaptureWriter, flows.Flow, reassembly.HalfStream]
 print(json.dumps({c.__qualname__: not c.__flags__ & HEAP for c in classes}))
 """
 
