@@ -206,12 +206,11 @@ def _text(cells: tuple[bytes | bytearray, array, bytearray], type_: pa.DataType)
 
 def _repeated(value: Any, n: int, type_: pa.DataType) -> pa.Array:
     """``n`` cells of ``value``: the value converted once, then repeated by Arrow."""
-    import numpy as np
     import pyarrow as pa
     if value is None:
         return pa.nulls(n, type_)
     one = to_arrow([value], type_)
-    return _take(one, pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(np.zeros(n, dtype=np.int32))]))
+    return _take(one, pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(bytes(n))]))     # n zero codes
 
 
 def to_arrow(values: Any, type_: pa.DataType) -> pa.Array:
