@@ -32,7 +32,7 @@ HOT_MODULES = [
     "capture/tlsflow.py", "capture/tls/records.py", "capture/tls/session.py",
     "dissector/codecs.py", "dissector/connection.py", "dissector/decoders.py", "dissector/embedded.py",
     "dissector/events.py", "dissector/framing.py", "dissector/held.py", "dissector/infer.py", "dissector/legacy.py",
-    "dissector/protocols.py", "dissector/records.py", "dissector/redact.py", "dissector/topics.py",
+    "dissector/protocols.py", "dissector/records.py", "dissector/schema/_decoders.py", "dissector/redact.py", "dissector/topics.py",
     "dissector/views.py", "dissector/v07/connection.py", "dissector/v07/messages.py",
     "dissector/v07/wire.py", "dissector/v07/views.py",
     "kdissect/bodies.py", "kdissect/columns.py", "kdissect/dataset.py", "kdissect/decode.py",

@@ -2,7 +2,7 @@
 # decode a body is a C call (issue #8). decoders.py stays the only source; pure Python ignores this.
 
 cdef class Decoders:
-    cdef public object _records_hook, _cache, code_cache
+    cdef public object _records_hook, _cache, code_cache, _prebuilt
     cpdef get(self, api_key, kind, version)
     cpdef decode(self, api_key, kind, version, b, o)
 

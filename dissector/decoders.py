@@ -344,6 +344,24 @@ def _default_records_hook() -> Callable[[bytes], Any]:
     return summarize
 
 
+def _prebuilt(records_hook: Callable[[bytes], Any]) -> dict[tuple[int, str, int], Callable[[bytes, int, dict], int]]:
+    """The busiest messages' decoders as compiled at install (``dissector/schema/_decoders.py``,
+    the same source as :func:`compile_message` writes), by (api key, kind, version).
+
+    Empty when that module would run as Python, where it is no faster than the executed
+    source, and for another records hook than the one it calls.
+    """
+    from dissector import compiled
+    from dissector.records import summarize
+    if records_hook is not summarize or compiled.pure_requested():
+        return {}
+    try:
+        from dissector.schema import _decoders
+    except ImportError:             # a checkout without the generated module: every decoder is executed
+        return {}
+    return _decoders.ENTRIES if compiled.is_compiled(_decoders) else {}
+
+
 class Decoders:
     """Compiled decoders, built on first use and kept for the life of this object."""
 
@@ -351,6 +369,7 @@ class Decoders:
         self._records_hook = records_hook or _default_records_hook()
         self._cache: dict[tuple[int | str, str, int], Callable | None] = {}
         self.code_cache = code_cache      # compiled code kept between runs; settable (see default_decoders)
+        self._prebuilt = _prebuilt(self._records_hook)
 
     def get(self, api_key: int, kind: str, version: int) -> Callable[[bytes, int, dict], int] | None:
         key = (api_key, kind, version)
@@ -372,6 +391,13 @@ class Decoders:
 
     def decode(self, api_key: int, kind: str, version: int, b: bytes, o: int) -> Decoded | None:
         """Decode a body starting at ``o``; None when the schema lacks the api/version."""
+        fast = self._prebuilt.get((api_key, kind, version))
+        if fast is not None and type(b) is bytes:
+            r: dict[str, Any] = {}
+            try:
+                return Decoded(r, fast(b, o, r), None)
+            except Exception:   # noqa: BLE001 - decoded again below, by the source that can tell where it stopped
+                pass
         fn = self.get(api_key, kind, version)
         if fn is None:
             return None

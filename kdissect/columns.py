@@ -93,12 +93,12 @@ def _integers(values: list[Any], type_: pa.DataType, dtype: Any) -> pa.Array:
     import pyarrow as pa
     wide, missing = None, None
     if dtype is not np.float64:          # (numpy would read None as NaN)
-        try:
-            # Most integer columns have no null and fit int64: numpy reads the list
-            # directly, several times faster than the object array below.
-            wide = np.fromiter(values, dtype=np.int64, count=len(values))
-        except (TypeError, OverflowError):
-            pass
+        packed = _packed_ints(values)
+        if packed is not None:
+            cells, valid = packed
+            wide = np.frombuffer(cells, dtype=np.int64)
+            if valid is not None:
+                missing = np.equal(np.frombuffer(valid, dtype=np.uint8), 0)    # not ``==``: see below
     if wide is None:
         wide, missing = _integers_with_gaps(values, np.float64 if dtype is np.float64 else np.int64)
     if dtype is not np.int64 and dtype is not np.float64:
@@ -108,6 +108,34 @@ def _integers(values: list[Any], type_: pa.DataType, dtype: Any) -> pa.Array:
         wide = wide.astype(dtype)
     validity = None if missing is None else _validity(~missing)
     return pa.Array.from_buffers(type_, len(values), [validity, pa.py_buffer(wide)])
+
+
+def _packed_ints(values: list[Any]) -> tuple[array, bytearray | None] | None:
+    """Int64 cells and a validity byte per cell (None when no cell is null) of a column of ints and
+    Nones; None when it holds anything else, or an int beyond int64, for numpy's path to judge.
+
+    Compiled, the loop is C (``columns.pxd`` types it): ~4 ns a cell, where numpy's object array
+    costs ~40 and its int64 reader ~15. Only exact ints are taken, so that both builds agree on
+    what a bool or a float becomes: numpy's path decides those.
+    """
+    n = len(values)
+    out = array("q", bytes(8 * n))
+    cells = memoryview(out)
+    valid = None
+    for i in range(n):
+        v = values[i]
+        if v is None:
+            if valid is None:
+                valid = bytearray(b"\x01") * n
+            valid[i] = 0
+        elif type(v) is int:
+            try:
+                cells[i] = v
+            except (OverflowError, ValueError):      # beyond int64 (compiled / Python's message)
+                return None
+        else:
+            return None
+    return out, valid
 
 
 def _integers_with_gaps(values: list[Any], wide_dtype: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -167,8 +195,7 @@ def _repeated_strings(values: list[Any]) -> pa.Array:
     """
     import pyarrow as pa
     index: dict[Any, int] = {}
-    code = index.setdefault
-    codes = [code(v, len(index)) for v in values]
+    codes = [index.setdefault(v, len(index)) for v in values]     # compiled: a C call to the dict
     distinct = _string_builder(list(index))
     if distinct.type != pa.string():
         distinct = distinct.view(pa.string())
