@@ -13,7 +13,13 @@ cdef class RowBuilder:
     cdef public object _position, _unresolved, _ex, _pa, _an, _rec, _api_names, _plans, _error_names
     cpdef _api_name(self, api_key)
     cpdef _error_name(self, code)
-    @cython.locals(summary=RecordsSummary)
+    # The columns are lists (append in C), the body and its entries dicts (get in C).
+    @cython.locals(summary=RecordsSummary, body=dict, topic=dict, p=dict, n=Py_ssize_t,
+                   capture=list, connection=list, a_corr=list, a_key=list, a_name=list, a_version=list,
+                   direction=list, a_ts=list, a_topic=list, a_topic_id=list, a_partition=list,
+                   a_error_code=list, a_error_name=list, a_record_count=list, a_batch_count=list, a_bytes=list,
+                   a_offset=list, a_base_offset=list, a_last_offset=list, a_high_watermark=list,
+                   a_compression=list)
     cpdef _partitions(self, conn, msg, kind, Tally tally)
     @cython.locals(ex=Exchange, req=Request, resp=Response)
     cpdef exchange(self, conn, ex, Tally tally)

@@ -246,9 +246,10 @@ class RowBuilder:
                     continue
             else:
                 topics_list = _arrays(body, path)
-            for topic in topics_list:
-                if not isinstance(topic, dict):
+            for item in topics_list:
+                if type(item) is not dict:      # (bodies hold plain dicts; rows.pxd types ``topic``)
                     continue
+                topic = item
                 tname = topic.get(name_field) if name_field else None
                 topic_id = topic.get(id_field) if id_field else None
                 if tname is None and topics is not None:
@@ -274,9 +275,10 @@ class RowBuilder:
                             column.append(None)
                         n += 1
                     continue
-                for p in topic.get(partitions_field) or ():  # type: ignore[arg-type]
-                    if not isinstance(p, dict):
+                for item in topic.get(partitions_field) or ():  # type: ignore[arg-type]
+                    if type(item) is not dict:
                         continue
+                    p = item
                     rec = p.get("records")
                     # Anything else (records kept raw by a caller's hook) has no summary to report.
                     summary = rec if isinstance(rec, RecordsSummary) else None

@@ -20,6 +20,8 @@ CASES = [
     ([0, 2, -128, 127], pa.int8()),
     ([None, None], pa.int32()),
     ([1 << 40, None], pa.int64()),
+    ([-(1 << 63), None, (1 << 63) - 1, 0], pa.int64()),      # int64's ends, with a gap
+    ([None, 5, -1], pa.int32()),                              # the gap first
     ([0.25, None, float("nan"), 1e300], pa.float64()),
     ([True, False, True], pa.bool_()),
     (["a", None, "é漢", ""], pa.string()),
