@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from capture import linktypes
-from capture.packet import PacketIssue, key_endpoints, parser_for, reverse_key
+from capture.packet import PacketIssue, fast_ipv4, ipv4, key_endpoints, parser_for, reverse_key
 from tests.capture import pcaptools as pt
 
 SEG = pt.tcp(50312, 9092, 1000, 2000, pt.ACK | pt.PSH, b"kafka bytes")
@@ -145,3 +147,24 @@ def test_agrees_with_scapy_on_scapy_built_frames() -> None:
         _, sport, dport, seq, ack, flags, payload, missing = parse(lt, raw)
         assert (sport, dport, seq, ack, flags) == (50312, 9092, 1000, 2000, 0x18)
         assert payload == body and missing == 0
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from([(pt.ether, 14, 12), (pt.sll, 16, 14), (pt.sll2, 20, 0), (None, 0, -1)]),
+       st.integers(0, 0xFFFF), st.integers(0, 0xFFFFFFFF), st.integers(0, 0xFFFFFFFF), st.binary(max_size=40),
+       st.lists(st.tuples(st.integers(0, 80), st.integers(0, 255)), max_size=3), st.integers(0, 12))
+def test_the_fast_ipv4_path_agrees_with_the_general_one(link, port, seq, ack, payload, changes, cut) -> None:
+    """Whatever the fast path accepts, the general IPv4 parser reads the same way."""
+    wrap, l3, ethertype_at = link
+    ip = pt.ipv4("10.0.0.1", "192.168.7.9", pt.tcp(port, 9092, seq, ack, pt.ACK | pt.PSH, payload))
+    frame = bytearray(wrap(ip) if wrap else ip)
+    for at, value in changes:
+        if at < len(frame):
+            frame[at] = value
+    data = bytes(frame[:len(frame) - cut])
+    seg = fast_ipv4(data, l3, ethertype_at)
+    if seg is not None:
+        assert seg == ipv4(data, l3, len(data))
+    if not changes and not cut:
+        assert seg is not None and seg[1:7] == (port, 9092, seq, ack, pt.ACK | pt.PSH, payload)
+    assert fast_ipv4(bytearray(data), l3, ethertype_at) is None      # other buffers: the general path
