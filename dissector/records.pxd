@@ -7,3 +7,20 @@ cdef class RecordsSummary:
     cdef public object last_offset, first_timestamp, max_timestamp, codec, producer_id, producer_epoch
     cdef public object base_sequence, transactional, control, crc_checked, crc_failures, partial_tail
     cdef public object tail_bytes, error, error_offset, first_crc, data
+
+cimport cython
+
+@cython.locals(v="long long", i=Py_ssize_t)
+cdef long long _be(bytes b, Py_ssize_t p, Py_ssize_t size) except? -1
+@cython.locals(v="long long", i=Py_ssize_t)
+cdef long long _ube(bytes b, Py_ssize_t p, Py_ssize_t size) except? -1
+
+# Constants of the batch header's checks, as C integers.
+cdef Py_ssize_t _V2_MIN_LENGTH, _V2_CRC_FROM, _MIN_RECORD
+
+# The batch header's fields as C integers; offsets stay Python ints, as their sums may leave int64.
+@cython.locals(b=bytes, n=Py_ssize_t, pos=Py_ssize_t, end="long long", length="long long", magic=int,
+               magic_mask=int, batches=Py_ssize_t, records="long long", wrappers=Py_ssize_t, unopened=Py_ssize_t,
+               codec="long long", c="long long", attrs="long long", lod="long long", base_ts="long long",
+               max_t="long long", count="long long", crc="long long")
+cpdef object _summarize(object data, object check_crc, object max_decompressed)

@@ -317,11 +317,37 @@ def summarize(data: bytes | bytearray | memoryview | None, *, check_crc: bool = 
                               data=data if isinstance(data, bytes) else None)
 
 
+def _be(b: bytes, p: int, size: int) -> int:
+    """The signed big-endian integer of ``size`` bytes at ``p`` (the caller checked they are there).
+
+    Byte by byte rather than a ``struct`` call: compiled (``records.pxd``), these are C loads and
+    arithmetic, the v2 batch header's fields come out as C integers, and no tuple is built.
+    Starting from the sign-extended first byte, every step stays in range of a C long long.
+    """
+    v = b[p]
+    if v >= 128:
+        v -= 256
+    for i in range(p + 1, p + size):
+        v = v * 256 + b[i]
+    return v
+
+
+def _ube(b: bytes, p: int, size: int) -> int:
+    """The unsigned big-endian integer of ``size`` (at most 7) bytes at ``p``: see :func:`_be`."""
+    v = 0
+    for i in range(p, p + size):
+        v = v * 256 + b[i]
+    return v
+
+
 def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max_decompressed: int) -> RecordsSummary:
     if data is None:
         return RecordsSummary()
-    n = len(data)
-    mv = memoryview(data)
+    if type(data) is not bytes:
+        data = bytes(data)      # the summary keeps bytes in any case; compiled, reads need bytes
+    b = data
+    n = len(b)
+    mv = memoryview(b)
     pos = 0
     magic_mask = 0
     batches = 0
@@ -336,13 +362,13 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
     failures: list[int] = []
     partial = False
     err: str | None = None
-    unpack_v2 = _V2.unpack_from
     while pos < n:
         if n - pos < 17:
             partial = True
             break
-        offset, length = _PREFIX.unpack_from(data, pos)
-        magic = data[pos + 16]
+        offset = _be(b, pos, 8)
+        length = _be(b, pos + 8, 4)
+        magic = b[pos + 16]
         end = pos + 12 + length
         if magic == 2:
             if length < _V2_MIN_LENGTH:
@@ -351,8 +377,13 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
             if end > n:
                 partial = True
                 break
-            (_, _, _, _, crc, attrs, lod, base_ts, max_t,
-             p_id, p_epoch, b_seq, count) = unpack_v2(data, pos)
+            # The v2 header's fields (see _V2); the producer's three matter for the first batch only.
+            crc = _ube(b, pos + 17, 4)
+            attrs = _be(b, pos + 21, 2)
+            lod = _be(b, pos + 23, 4)
+            base_ts = _be(b, pos + 27, 8)
+            max_t = _be(b, pos + 35, 8)
+            count = _be(b, pos + 57, 4)
             c = attrs & 7
             if count < 0 or (c == 0 and count > (length - _V2_MIN_LENGTH) // _MIN_RECORD):
                 err = f"batch at byte {pos}: record count {count} impossible for {length - _V2_MIN_LENGTH} bytes"
@@ -362,7 +393,7 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
             if batches == 0:
                 first_offset = offset
                 first_ts = base_ts
-                pid, pepoch, bseq = p_id, p_epoch, b_seq
+                pid, pepoch, bseq = _be(b, pos + 43, 8), _be(b, pos + 51, 2), _be(b, pos + 53, 4)
                 codec = c
                 first_crc = crc
             elif codec != c:
@@ -438,7 +469,7 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
         err,
         pos if err else None,
         first_crc,
-        data if isinstance(data, bytes) else bytes(data),
+        b,
     )
 
 
