@@ -79,9 +79,9 @@ def describe() -> str:
     old = stale()
     if not old:
         return f"compiled hot path, {n} modules"
-    # Benchmarks of a checkout would otherwise measure edited modules at Python's speed unawares.
-    return (f"compiled hot path, {n} modules, of which {len(old)} edited since the build and run as Python "
-            f"until `pip install -e .`: {', '.join(old)}")
+    # Benchmarks of a checkout would otherwise measure Python's speed unawares.
+    return (f"pure Python: {n} modules compiled, but {len(old)} edited since the build, so every module runs "
+            f"as Python until `pip install -e .`: {', '.join(old)}")
 
 
 class _SourceFirst:
@@ -138,6 +138,14 @@ def inheritable(*classes: type) -> None:
                 f.kw_only = False
 
 
+def runs_as_python(roots: dict[str, list[Path]] | None = None) -> bool:
+    """Whether this process loads every module from source: under ``KDISSECT_PURE``, or in a
+    checkout with any module edited since the build. Compiled modules share C types through
+    their ``.pxd`` files, so one module as Python beside compiled ones that expect its compiled
+    classes fails at import ("size changed"); all or none run compiled."""
+    return pure_requested() or bool(stale(roots))
+
+
 def install_pure_switch() -> None:
     """Called by ``dissector/__init__.py`` before anything else of the package loads."""
     if any(isinstance(f, _SourceFirst) for f in sys.meta_path):
@@ -145,4 +153,4 @@ def install_pure_switch() -> None:
     # Just ahead of the standard path finder, not first: a finder installed earlier that defers to
     # the ones after it (atheris instruments the spec it gets back) must still see this one's.
     at = next((i for i, f in enumerate(sys.meta_path) if f is importlib.machinery.PathFinder), len(sys.meta_path))
-    sys.meta_path.insert(at, _SourceFirst(always=pure_requested()))
+    sys.meta_path.insert(at, _SourceFirst(always=runs_as_python()))

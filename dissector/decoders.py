@@ -345,8 +345,8 @@ def _default_records_hook() -> Callable[[bytes], Any]:
 
 
 def _prebuilt(records_hook: Callable[[bytes], Any]) -> dict[tuple[int, str, int], Callable[[bytes, int, dict], int]]:
-    """The busiest messages' decoders as compiled at install (``dissector/schema/_decoders.py``,
-    the same source as :func:`compile_message` writes), by (api key, kind, version).
+    """The busiest messages' decoders as compiled at install (``dissector/schema/_decoders.py``:
+    the source :func:`compile_message` writes, integers read byte by byte), by (api key, kind, version).
 
     Empty when that module would run as Python, where it is no faster than the executed
     source, and for another records hook than the one it calls.

@@ -10,10 +10,7 @@ cdef class RecordsSummary:
 
 cimport cython
 
-@cython.locals(v="long long", i=Py_ssize_t)
-cdef long long _be(bytes b, Py_ssize_t p, Py_ssize_t size) except? -1
-@cython.locals(v="long long", i=Py_ssize_t)
-cdef long long _ube(bytes b, Py_ssize_t p, Py_ssize_t size) except? -1
+from dissector.ints cimport be_int, be_uint
 
 # Constants of the batch header's checks, as C integers.
 cdef Py_ssize_t _V2_MIN_LENGTH, _V2_CRC_FROM, _MIN_RECORD

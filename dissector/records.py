@@ -37,6 +37,7 @@ from dissector.errors import (
     RecordsError,
     RecordsUnderflow,
 )
+from dissector.ints import be_int, be_uint
 from dissector.legacy import LEGACY_MIN_SIZE, LegacyMessage, count_wrapper, decode_message
 
 __all__ = [
@@ -317,29 +318,6 @@ def summarize(data: bytes | bytearray | memoryview | None, *, check_crc: bool = 
                               data=data if isinstance(data, bytes) else None)
 
 
-def _be(b: bytes, p: int, size: int) -> int:
-    """The signed big-endian integer of ``size`` bytes at ``p`` (the caller checked they are there).
-
-    Byte by byte rather than a ``struct`` call: compiled (``records.pxd``), these are C loads and
-    arithmetic, the v2 batch header's fields come out as C integers, and no tuple is built.
-    Starting from the sign-extended first byte, every step stays in range of a C long long.
-    """
-    v = b[p]
-    if v >= 128:
-        v -= 256
-    for i in range(p + 1, p + size):
-        v = v * 256 + b[i]
-    return v
-
-
-def _ube(b: bytes, p: int, size: int) -> int:
-    """The unsigned big-endian integer of ``size`` (at most 7) bytes at ``p``: see :func:`_be`."""
-    v = 0
-    for i in range(p, p + size):
-        v = v * 256 + b[i]
-    return v
-
-
 def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max_decompressed: int) -> RecordsSummary:
     if data is None:
         return RecordsSummary()
@@ -366,8 +344,8 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
         if n - pos < 17:
             partial = True
             break
-        offset = _be(b, pos, 8)
-        length = _be(b, pos + 8, 4)
+        offset = be_int(b, pos, 8)
+        length = be_int(b, pos + 8, 4)
         magic = b[pos + 16]
         end = pos + 12 + length
         if magic == 2:
@@ -378,12 +356,12 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
                 partial = True
                 break
             # The v2 header's fields (see _V2); the producer's three matter for the first batch only.
-            crc = _ube(b, pos + 17, 4)
-            attrs = _be(b, pos + 21, 2)
-            lod = _be(b, pos + 23, 4)
-            base_ts = _be(b, pos + 27, 8)
-            max_t = _be(b, pos + 35, 8)
-            count = _be(b, pos + 57, 4)
+            crc = be_uint(b, pos + 17, 4)
+            attrs = be_int(b, pos + 21, 2)
+            lod = be_int(b, pos + 23, 4)
+            base_ts = be_int(b, pos + 27, 8)
+            max_t = be_int(b, pos + 35, 8)
+            count = be_int(b, pos + 57, 4)
             c = attrs & 7
             if count < 0 or (c == 0 and count > (length - _V2_MIN_LENGTH) // _MIN_RECORD):
                 err = f"batch at byte {pos}: record count {count} impossible for {length - _V2_MIN_LENGTH} bytes"
@@ -393,7 +371,7 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
             if batches == 0:
                 first_offset = offset
                 first_ts = base_ts
-                pid, pepoch, bseq = _be(b, pos + 43, 8), _be(b, pos + 51, 2), _be(b, pos + 53, 4)
+                pid, pepoch, bseq = be_int(b, pos + 43, 8), be_int(b, pos + 51, 2), be_int(b, pos + 53, 4)
                 codec = c
                 first_crc = crc
             elif codec != c:

@@ -166,3 +166,24 @@ def test_a_module_edited_after_its_build_loads_from_source(tmp_path: Path) -> No
     assert finder.find_spec("capture.hot", [str(package)]) is None
     assert compiled.stale(roots) == []
     assert compiled._SourceFirst(always=True).find_spec("capture.hot", [str(package)]).origin == str(source)
+
+
+def test_one_edited_module_runs_the_whole_checkout_as_python(tmp_path: Path, monkeypatch) -> None:
+    # Compiled modules take each other's classes from their .pxd: a stale one loaded as Python
+    # beside compiled ones would fail their import ("size changed"). So the process goes pure.
+    import importlib.machinery
+
+    package = tmp_path / "dissector"
+    package.mkdir()
+    (tmp_path / "setup.py").write_text("")
+    for name in ("a", "b"):
+        built = package / f"{name}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+        (package / f"{name}.py").write_text("X = 1\n")
+        built.write_bytes(b"")
+        os.utime(package / f"{name}.py", (1_000, 1_000))
+        os.utime(built, (2_000, 2_000))
+    roots = {"dissector": [package]}
+    monkeypatch.delenv("KDISSECT_PURE", raising=False)
+    assert not compiled.runs_as_python(roots)
+    os.utime(package / "a.py", (3_000, 3_000))
+    assert compiled.runs_as_python(roots)
