@@ -5,6 +5,7 @@ cimport cython
 from dissector.decoders cimport Decoded, Decoders
 from dissector.events cimport Request, Response
 from dissector.framing cimport RequestHeader
+from dissector.ints cimport be_int
 
 cdef class _Side:
     cdef public object budget, chunks, counted, have, need, first_ts, offset, synced, skip

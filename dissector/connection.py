@@ -51,6 +51,7 @@ from dissector.framing import (
     response_header_version,
 )
 from dissector.held import STEP as HELD_STEP
+from dissector.ints import be_int
 from dissector.infer import Inference, infer_response
 from dissector.redact import needs_redaction, redact
 from dissector.topics import TopicRegistry
@@ -171,7 +172,7 @@ class Connection:
                     return out
                 head = side.take()
                 side.keep(head, side.first_ts)
-                size = _I32(head, 0)[0]
+                size = be_int(head, 0, 4)
                 if not self._size_ok(direction, size):
                     self._bad_size(direction, side, size, ts, out)
                     return out
@@ -291,7 +292,7 @@ class Connection:
         n = len(buf)
         to_broker = direction == TO_BROKER
         while n - pos >= 4:
-            size = _I32(buf, pos)[0]
+            size = be_int(buf, pos, 4)
             if not self._size_ok(direction, size):
                 side.offset += pos
                 side.keep(buf[pos:], first_ts)
@@ -413,7 +414,7 @@ class Connection:
                 out.append(Anomaly("malformed", TO_CLIENT, first_ts, f"response of {len(frame)} bytes has no header",
                                    offset))
             return
-        corr = _I32(frame, 0)[0]
+        corr = be_int(frame, 0, 4)
         entry = self._pending.pop(corr, None)
         if entry is not None:
             self._pending_bytes -= entry[1].size + _REQUEST_COST

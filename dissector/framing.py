@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from dissector import schema
 from dissector.decoders import DECODE_ERRORS, Decoders, default_decoders, read_tags
 from dissector.errors import Underflow
+from dissector.ints import be_int
 
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # a broker's socket.request.max.bytes default
 # Real peers leave a few stray bytes after a body (librdkafka: 4 after ApiVersions v0,
@@ -66,14 +67,18 @@ class RequestHeader:
 
 def parse_request_header(frame: bytes) -> RequestHeader:
     """Parse a request header from a frame (the bytes after the 4-byte size). Raises DECODE_ERRORS."""
-    api_key, version, corr = _HHI(frame, 0)
+    whole = len(frame) >= 10    # read in C (dissector.ints); a shorter frame fails in struct, as it always did
+    if whole:
+        api_key, version, corr = be_int(frame, 0, 2), be_int(frame, 2, 2), be_int(frame, 4, 4)
+    else:
+        api_key, version, corr = _HHI(frame, 0)
     hv = _REQ_HEADER.get((api_key, version))
     if hv is None:
         hv = request_header_version(api_key, version)
     o = 8
     client_id = None
     if hv >= 1:
-        n = _H(frame, 8)[0]
+        n = be_int(frame, 8, 2) if whole else _H(frame, 8)[0]
         o = 10
         if n >= 0:
             end = o + n

@@ -10,9 +10,14 @@ makes sure the bytes are there (or, compiled, lets the bounds check raise IndexE
 from __future__ import annotations
 
 
-def be_int(b: bytes, p: int, size: int) -> int:
+def be_int(buf: bytes | bytearray | memoryview, p: int, size: int) -> int:
     """The signed integer of ``size`` bytes at ``p``. Starting from the sign-extended first byte,
     every step stays in range of a C long long."""
+    if type(buf) is bytes:
+        b = buf
+    else:                       # another buffer: its few bytes copied, so that reads stay C loads
+        b = bytes(buf[p:p + size])
+        p = 0
     v = b[p]
     if v >= 128:
         v -= 256
