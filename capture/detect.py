@@ -45,14 +45,14 @@ class Verdict(str, enum.Enum):
     NOT_KAFKA = "not_kafka"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Decision:
     verdict: Verdict
     client_half: int | None     # index of the half (0/1) that flows client -> broker
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class KafkaProbe:
     """The dissector's framing heuristics, injectable so capture can be tested on its own."""
 

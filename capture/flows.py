@@ -17,7 +17,7 @@ TO_BROKER_FIRST = (Direction.TO_BROKER, Direction.TO_CLIENT)
 TO_CLIENT_FIRST = (Direction.TO_CLIENT, Direction.TO_BROKER)
 
 
-@dataclass(slots=True)
+@dataclass
 class ConnectionInfo:
     """A reported connection (Kafka or TLS-on-a-Kafka-port); shared by all its events."""
 
@@ -34,7 +34,7 @@ class ConnectionInfo:
     tls: Any = None         # capture.tls.TlsInfo of a TLS connection (version, cipher, SNI), else None
 
 
-@dataclass(slots=True)
+@dataclass
 class ConnectionEnd:
     """The last event of a reported connection."""
 

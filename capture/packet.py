@@ -36,7 +36,7 @@ _TCP = struct.Struct("!HHIIBB").unpack_from             # ports, seq, ack, data 
 _U16 = struct.Struct("!H").unpack_from
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PacketIssue:
     kind: str          # ip_fragment, truncated_header, malformed
     detail: str

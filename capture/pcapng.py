@@ -29,7 +29,7 @@ OPT_EPB_DROPCOUNT = 4
 OPT_ISB_IFDROP, OPT_ISB_OSDROP = 5, 7
 
 
-@dataclass(slots=True)
+@dataclass
 class Interface:
     linktype: int
     snaplen: int

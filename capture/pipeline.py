@@ -57,7 +57,7 @@ _GAP_WHY: dict[str, Callable[[int | None], str]] = {
 }
 
 
-@dataclass(slots=True)
+@dataclass
 class CaptureOptions:
     ports: frozenset[int] | None = None      # explicit Kafka ports; None: detect on every TCP port
     dissector: Any = None                    # dissector.connection.Options; None: its defaults
@@ -89,7 +89,7 @@ class CaptureEvent:
     event: Event | ConnectionEnd
 
 
-@dataclass(slots=True)
+@dataclass
 class CaptureStats:
     bytes_read: int = 0                      # of the file on disk (compressed if gzip)
     size: int | None = None                  # total to read, when known

@@ -21,7 +21,7 @@ def share_of(key: bytes, shares: int) -> int:
     return zlib.crc32(key if key < rkey else rkey) % shares
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Share:
     """Share ``index`` of ``count`` (0-based). Share 0 also owns capture-level reports."""
 

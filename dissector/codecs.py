@@ -359,7 +359,7 @@ def _lz4_frame(data: bytes, start: int, limit: int) -> tuple[bytes, int]:
 
 # --- budget across one decode call ---------------------------------------------
 
-@dataclass(slots=True)
+@dataclass
 class Budget:
     """Decompressed bytes still allowed in one decode call (shared by all its batches)."""
 

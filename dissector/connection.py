@@ -68,7 +68,7 @@ _REQUEST_COST = 1024     # bytes a waiting decoded request costs besides its fra
 _HELD_STEP = HELD_STEP   # see dissector/held.py
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Options:
     max_frame_size: int = DEFAULT_MAX_FRAME
     keep_secrets: bool = False

@@ -115,7 +115,7 @@ class Exchange:
         return self.request.correlation_id if self.request else self.response.correlation_id  # type: ignore[union-attr]
 
 
-@dataclass(slots=True)
+@dataclass
 class SaslToken:
     """A raw SASL token after SaslHandshake v0: size-prefixed, not a Kafka request."""
 

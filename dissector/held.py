@@ -15,7 +15,7 @@ from dataclasses import dataclass
 STEP = 256 << 10   # a frame's held bytes are counted in steps this big: small frames cost nothing here
 
 
-@dataclass(slots=True)
+@dataclass
 class HeldBytes:
     limit: int = 1 << 30
     used: int = 0       # counted bytes of frames in progress, all connections

@@ -20,7 +20,7 @@ from dissector.framing import parse_response_header
 MAX_INFER_SIZE = 1 << 20  # beyond this, trying ~370 schemas costs more than a guess is worth
 
 
-@dataclass(slots=True)
+@dataclass
 class InferenceBudget:
     """Full searches that found nothing, counted across the connections of one capture.
 
@@ -33,7 +33,7 @@ class InferenceBudget:
     misses: int = 0
 
 
-@dataclass(slots=True)
+@dataclass
 class Inference:
     api_key: int
     api_version: int

@@ -33,7 +33,7 @@ LEGACY_MIN_SIZE = (14, 22)  # message_size of a v0 / v1 message with null key an
 _TS_TYPES = ("create_time", "log_append_time")
 
 
-@dataclass(slots=True)
+@dataclass
 class LegacyMessage:
     position: int                 # byte offset of the entry in the buffer it was read from
     offset: int                   # absolute offset (see module doc)

@@ -36,7 +36,7 @@ _HOLD_LIMIT = 1 << 20       # bytes held undecided before falling back to 0.8+
 _SEARCH_LIMIT = 256 << 10   # client bytes searched for a provable frame when joined mid-stream
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ProtocolChoice:
     """``default`` for every connection, ``ports`` (broker port -> protocol) overriding it."""
 

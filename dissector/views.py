@@ -23,7 +23,7 @@ _PARTITION_LISTS = frozenset({"partitions", "partition_indexes", "partition_ids"
 _OFFSET_FIELDS = ("base_offset", "fetch_offset", "committed_offset", "offset", "end_offset", "start_offset")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TopicPath:
     path: tuple[str, ...]          # list fields from the body root down to the topic array
     name_field: str | None
@@ -33,7 +33,7 @@ class TopicPath:
     list_field: str | None         # or a plain []int32 of partition indexes
 
 
-@dataclass(slots=True)
+@dataclass
 class PartitionRow:
     topic: str | None
     topic_id: str | None

@@ -19,7 +19,7 @@ from kdissect.source import DecodeOptions, keylog_files, open_capture_run, ports
 
 
 
-@dataclass(slots=True)
+@dataclass
 class Progress:
     """Where a decode is, for a progress display."""
 
@@ -36,7 +36,7 @@ class Progress:
 ProgressFn = Callable[[Progress], None]
 
 
-@dataclass(slots=True)
+@dataclass
 class DecodeResult:
     """What a decode wrote: the end-of-run summary comes from this."""
 

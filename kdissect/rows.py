@@ -47,7 +47,7 @@ class ConnectionLike(Protocol):
     broker_port: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RowOptions:
     records: bool = False           # fill the records table
     record_bytes: bool = False      # ... with the key and value bytes themselves

@@ -53,7 +53,7 @@ class Implausible(DissectError):
     """Parses, but not as anything a 0.7 peer sends (used to tell 0.7 from noise)."""
 
 
-@dataclass(slots=True)
+@dataclass
 class Target:
     """One topic-partition a request names, in request order."""
 
