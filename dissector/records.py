@@ -85,7 +85,7 @@ CONTROL_TYPES = {
 # --------------------------------------------------------------------------
 # Objects
 
-@dataclass(slots=True)
+@dataclass
 class ControlRecord:
     version: int
     type: int
@@ -98,7 +98,7 @@ class ControlRecord:
                 "value_version": self.value_version, "coordinator_epoch": self.coordinator_epoch}
 
 
-@dataclass(slots=True)
+@dataclass
 class Record:
     offset: int                      # base offset + offset delta
     timestamp: int                   # base timestamp + delta, or the batch max timestamp under LogAppendTime
@@ -126,7 +126,7 @@ class Record:
         }
 
 
-@dataclass(slots=True)
+@dataclass
 class RecordBatch:
     position: int                    # byte offset of the batch in the records field
     base_offset: int
@@ -148,9 +148,13 @@ class RecordBatch:
     producer_epoch: int
     base_sequence: int
     record_count: int                # as declared in the header
-    records: list[Record] = field(default_factory=list)
+    records: list[Record] = None  # type: ignore[assignment]   # None given is a fresh [] (see RecordsSummary)
     decompressed_size: int | None = None  # None when uncompressed
     error: str | None = None         # only with strict=False: why records are missing
+
+    def __post_init__(self) -> None:
+        if self.records is None:
+            self.records = []
 
     @property
     def last_offset(self) -> int:
@@ -193,7 +197,7 @@ class RecordBatch:
         }
 
 
-@dataclass(slots=True)
+@dataclass
 class RecordSet:
     """What :func:`decode_records` returns; iterates over its batches like a list."""
 
