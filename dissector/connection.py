@@ -51,8 +51,8 @@ from dissector.framing import (
     response_header_version,
 )
 from dissector.held import STEP as HELD_STEP
-from dissector.ints import be_int
 from dissector.infer import Inference, infer_response
+from dissector.ints import be_int
 from dissector.redact import needs_redaction, redact
 from dissector.topics import TopicRegistry
 
