@@ -7,10 +7,10 @@ Usage (from the repository root)::
 
 At run time :class:`dissector.decoders.Decoders` writes every decoder's Python source and
 executes it on first use. That source runs as bytecode: about a fifth of a small Produce
-exchange's cost. The module written here holds the very same source for the messages that
-dominate real traffic, each function renamed by its message so they can share one module,
-its integers read byte by byte (:func:`inline_reads`), and a ``.pxd`` that types offsets and
-lengths as C integers. Compiled, they run two to three times as fast. The module is used only
+exchange's cost. The module written here holds that source for the messages that dominate
+real traffic, each function renamed by its message so they can share one module and its
+integer reads rewritten byte by byte (:func:`inline_reads`), and a ``.pxd`` that types offsets
+and lengths as C integers. Compiled, they run two to three times as fast. The module is used only
 when compiled, and only for decodes that succeed: a decode that raises is run again by the
 executed source, which alone can tell where it stopped (:func:`dissector.decoders.failure_offset`
 reads the frame's locals) and with which error.
