@@ -37,7 +37,7 @@ _HEADER = (9, 10)            # bytes before the payload, by magic (LENGTH includ
 MAX_DEPTH = 4                # wrappers inside wrappers followed this deep; deeper is reported
 
 
-@dataclass(slots=True)
+@dataclass
 class Message07:
     position: int                 # byte position in the set it was read from
     offset: int | None            # consumer offset (see module doc); None when the base is unknown
@@ -90,7 +90,7 @@ class Message07:
         }
 
 
-@dataclass(slots=True)
+@dataclass
 class MessageSet07:
     messages: list[Message07]
     total_bytes: int
