@@ -10,7 +10,9 @@ A ``.pxd`` file beside a module (``dissector/events.pxd``, ``kdissect/rows.pxd``
 and only Cython, that some of its classes are extension types and of what type a few locals and
 attributes are. Their fields are then read from C structs, not looked up by name, and calls between
 their methods are C calls: attribute look-ups were the largest single cost left per exchange. The
-``.py`` stays the only source of behaviour; Python ignores the ``.pxd``.
+``.py`` stays the only source of behaviour; Python ignores the ``.pxd``. A dataclass declared there is
+built by Cython at compile time, where Python would exec its generated methods at import, ~0.6 ms
+each: that was 24 ms of every run's start-up for the 38 a decode loaded.
 
 Everything else is in ``pyproject.toml``. A failed compile is a warning, never a failed
 install: kdissect then runs as Python.

@@ -9,8 +9,6 @@ from capture.reassembly cimport HalfStream
 
 cpdef _established(pipe, Flow flow, h, HalfStream hs, HalfStream peer, seg, seq, ack, flags, payload, missing, ts)
 
-# Startup: declared here, a dataclass is built by Cython at compile time; as Python, each costs
-# ~0.6 ms of exec'd methods at import, 24 ms for the 38 a decode loaded (issue #8).
 cdef class CaptureOptions:
     cdef public object ports, dissector, protocol, detect_limit, max_pending_bytes, max_pending_segments
     cdef public object max_hole_age, max_flows, soft_flows, idle_timeout, linger, report_limit, max_causal_wait

@@ -28,8 +28,6 @@ cdef class Connection:
     @cython.locals(req=Request, d=Decoded, v0=Decoded, unanswered=Request, resp=Response)
     cpdef _response(self, frame, first_ts, last_ts, offset, out, truncated_size=*)
 
-# Startup: declared here, a dataclass is built by Cython at compile time; as Python, each costs
-# ~0.6 ms of exec'd methods at import, 24 ms for the 38 a decode loaded (issue #8).
 cdef class Options:
     cdef readonly object max_frame_size, keep_secrets, max_in_flight_bytes, infer_orphans, held, inference
     cdef readonly object message_events

@@ -8,8 +8,6 @@ from kdissect.dataset cimport CaptureWriter
 @cython.locals(ce=CaptureEvent)
 cpdef _route(run, CaptureWriter writer)
 
-# Startup: declared here, a dataclass is built by Cython at compile time; as Python, each costs
-# ~0.6 ms of exec'd methods at import, 24 ms for the 38 a decode loaded (issue #8).
 cdef class DecodeResult:
     cdef public object outdir, counts, files, rotated, packets, bytes_read, elapsed
 

@@ -24,7 +24,5 @@ cdef class RowBuilder:
     @cython.locals(ex=Exchange, req=Request, resp=Response)
     cpdef exchange(self, conn, ex, Tally tally)
 
-# Startup: declared here, a dataclass is built by Cython at compile time; as Python, each costs
-# ~0.6 ms of exec'd methods at import, 24 ms for the 38 a decode loaded (issue #8).
 cdef class RowOptions:
     cdef readonly object records, record_bytes, max_decompressed

@@ -1,7 +1,6 @@
 # Compiled build only (setup.py); messages.py stays the only source, pure Python ignores this file.
-# Startup: declared here, a dataclass is built by Cython at compile time; as Python, each costs
-# ~0.6 ms of exec'd methods at import (issue #8). MessageSetSummary stays Python: it extends the
-# compiled RecordsSummary of another module (see dissector.compiled.inheritable).
+# MessageSetSummary stays Python: it extends the compiled RecordsSummary of another module (see
+# dissector.compiled.inheritable).
 cdef class Message07:
     cdef public object position, offset, length, magic, attributes, codec, checksum, crc_valid, payload
     cdef public object inner, error
