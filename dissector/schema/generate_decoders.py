@@ -181,9 +181,14 @@ def render() -> tuple[str, str]:
 
 def main(argv: list[str]) -> int:
     module, pxd = render()
-    OUTPUT.write_text(module)
-    OUTPUT.with_suffix(".pxd").write_text(pxd)
-    print(f"wrote {OUTPUT} and {OUTPUT.with_suffix('.pxd').name}")
+    for path, text in ((OUTPUT, module), (OUTPUT.with_suffix(".pxd"), pxd)):
+        # An unchanged file is left alone: a newer mtime alone would make a checkout's build stale,
+        # every module then running as Python until the next build (dissector.compiled).
+        if path.is_file() and path.read_text() == text:
+            print(f"{path}: unchanged")
+        else:
+            path.write_text(text)
+            print(f"wrote {path}")
     return 0
 
 

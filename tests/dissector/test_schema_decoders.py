@@ -88,3 +88,18 @@ def test_other_buffers_than_bytes_take_the_executed_source():
     for buf in (bytearray(body), memoryview(body)):
         d = DECODERS.decode(*key, buf, 0)
         assert d.failure is None and d.body["throttle_time_ms"] == 7
+
+
+def test_regenerating_leaves_unchanged_files_alone(tmp_path, monkeypatch):
+    # A rewritten file with the same text would still make a checkout's build stale.
+    from dissector.schema import generate_decoders
+
+    out = tmp_path / "_decoders.py"
+    module, pxd = render()
+    out.write_text(module)
+    out.with_suffix(".pxd").write_text("stale\n")
+    os.utime(out, (1_000, 1_000))
+    monkeypatch.setattr(generate_decoders, "OUTPUT", out)
+    assert generate_decoders.main([]) == 0
+    assert out.stat().st_mtime == 1_000
+    assert out.with_suffix(".pxd").read_text() == pxd
