@@ -3,7 +3,7 @@
 # ignores this file.
 cimport cython
 
-@cython.locals(b=bytes, n=Py_ssize_t, doff=Py_ssize_t, start=Py_ssize_t, end=Py_ssize_t, t=Py_ssize_t,
+@cython.locals(b="const unsigned char*", n=Py_ssize_t, doff=Py_ssize_t, start=Py_ssize_t, end=Py_ssize_t, t=Py_ssize_t,
                seq=Py_ssize_t, ack=Py_ssize_t)
 cpdef object fast_ipv4(object data, Py_ssize_t l3, Py_ssize_t ethertype_at)
 

@@ -63,6 +63,7 @@ class PcapReader:
         limit = max(snaplen if snaplen <= 0x10000000 else 0, MAX_SNAPLEN)
         soft = snaplen if 0 < snaplen < limit else limit    # above: inconsistent; above limit: corrupt
         over_snap = False
+        little = order == "<"
         unpack = struct.Struct(order + "IIII").unpack_from
         ns = 1_000_000_000
         buf = b""
@@ -84,6 +85,16 @@ class PcapReader:
                     pos = 0
                     n = len(buf)
                     continue
+                batch: list[RawRecord] = []
+                pos_after = _plain_records(buf, pos, n, hlen, little, frac_ns, soft, linktype, batch)
+                if batch:
+                    last_ts = batch[-1][0]
+                    for rec in batch:
+                        count += 1
+                        yield rec
+                    pos = pos_after
+                    continue
+                # The record at pos needs more bytes, goes past the snaplen, or is longer than its packet.
                 sec, frac, caplen, wirelen = unpack(buf, pos)
                 end = pos + hlen + caplen
                 if caplen > soft:
@@ -187,3 +198,33 @@ class PcapReader:
                       f"plausible record follows within {RESYNC_WINDOW} bytes; stopped after {count} records",
                       offset=at, records=count)
         return buf, -1, n, offset_base
+
+
+def _plain_records(b: bytes, pos: int, n: int, hlen: int, little: bool, frac_ns: int, soft: int,
+                   linktype: int, out: list[RawRecord]) -> int:
+    """Append the records from ``pos`` on that need nothing said about them (whole in ``b``,
+    within the snaplen, no longer than their packet) to ``out``; return where the first other
+    one starts. The reader's loop, which handles that one, yields these as they are.
+
+    Compiled (``pcapfile.pxd``), a C loop over a pointer into ``b`` (every read is inside the
+    ``n`` bytes checked) where a record cost ~4,000 instructions in the generator's ``struct``
+    call, Python-int arithmetic and slicing; as Python it reads the same fields byte by byte.
+    """
+    p = b
+    while n - pos >= hlen:
+        if little:
+            sec = p[pos] | (p[pos + 1] << 8) | (p[pos + 2] << 16) | (p[pos + 3] << 24)
+            frac = p[pos + 4] | (p[pos + 5] << 8) | (p[pos + 6] << 16) | (p[pos + 7] << 24)
+            caplen = p[pos + 8] | (p[pos + 9] << 8) | (p[pos + 10] << 16) | (p[pos + 11] << 24)
+            wirelen = p[pos + 12] | (p[pos + 13] << 8) | (p[pos + 14] << 16) | (p[pos + 15] << 24)
+        else:
+            sec = (p[pos] << 24) | (p[pos + 1] << 16) | (p[pos + 2] << 8) | p[pos + 3]
+            frac = (p[pos + 4] << 24) | (p[pos + 5] << 16) | (p[pos + 6] << 8) | p[pos + 7]
+            caplen = (p[pos + 8] << 24) | (p[pos + 9] << 16) | (p[pos + 10] << 8) | p[pos + 11]
+            wirelen = (p[pos + 12] << 24) | (p[pos + 13] << 16) | (p[pos + 14] << 8) | p[pos + 15]
+        end = pos + hlen + caplen
+        if caplen > soft or end > n or caplen > wirelen:
+            break
+        out.append((sec * 1_000_000_000 + frac * frac_ns, linktype, p[pos + hlen:end], wirelen))
+        pos = end
+    return pos

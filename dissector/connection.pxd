@@ -14,18 +14,20 @@ cdef class _Side:
 
 cdef class Connection:
     cdef public Decoders _decoders
-    cdef public object options, topics, _sides, _pending, _pending_bytes, _cap_hits, _seq
+    cdef public dict _pending
+    cdef public object options, topics, _sides, _pending_bytes, _cap_hits, _seq
     cdef public object _seen_versions, _sasl_raw, _sasl_mechanism, _last_ts, _orphans, _full_misses
     cdef public object _inference_limited, _inferred, _skew_reported, _messages
 
     @cython.locals(side=_Side)
     cpdef feed(self, direction, data, ts)
     cpdef _size_ok(self, direction, size)
-    @cython.locals(side=_Side)
+    @cython.locals(side=_Side, b="const unsigned char*", pos=Py_ssize_t, n=Py_ssize_t, end=Py_ssize_t,
+                   size="long long", to_broker=bint)
     cpdef _frames(self, direction, side, buf, first_ts, ts, out)
-    @cython.locals(hdr=RequestHeader, d=Decoded, req=Request, gone=Request)
+    @cython.locals(hdr=RequestHeader, d=Decoded, req=Request, gone=Request, pending=dict)
     cpdef _request(self, frame, first_ts, last_ts, offset, out, truncated_size=*)
-    @cython.locals(req=Request, d=Decoded, v0=Decoded, unanswered=Request, resp=Response)
+    @cython.locals(req=Request, d=Decoded, v0=Decoded, unanswered=Request, resp=Response, pending=dict)
     cpdef _response(self, frame, first_ts, last_ts, offset, out, truncated_size=*)
 
 cdef class Options:

@@ -288,6 +288,11 @@ class Connection:
     def _frames(self, direction: Direction, side: _Side, buf: bytes, first_ts: int, ts: int,
                 out: list[Event]) -> None:
         """Cut complete frames off ``buf``; keep the incomplete tail."""
+        if type(buf) is not bytes:
+            buf = bytes(buf)
+        # Compiled, ``b`` is a pointer into ``buf`` (connection.pxd): the frames are copied
+        # straight out of it, within the ``n`` bytes, rather than sliced through Python's protocol.
+        b = buf
         pos = 0
         n = len(buf)
         to_broker = direction == TO_BROKER
@@ -306,9 +311,9 @@ class Connection:
                 return
             # Called by name, not through a bound method chosen once: compiled, these are C calls.
             if to_broker:
-                self._request(buf[pos + 4:end], first_ts, ts, side.offset + pos, out)
+                self._request(b[pos + 4:end], first_ts, ts, side.offset + pos, out)
             else:
-                self._response(buf[pos + 4:end], first_ts, ts, side.offset + pos, out)
+                self._response(b[pos + 4:end], first_ts, ts, side.offset + pos, out)
             first_ts = ts
             pos = end
         side.offset += pos
@@ -437,7 +442,8 @@ class Connection:
                                {"latency_ns": first_ts - req.last_ts}))
         pending = self._pending
         while pending:
-            first = next(iter(pending))
+            for first in pending:       # the oldest request still waiting (a C loop when compiled)
+                break
             if pending[first][0] > seq:
                 break
             unanswered = pending.pop(first)[1]

@@ -1,6 +1,11 @@
 # Compiled build only (setup.py): the request header as an extension type (see events.pxd).
 # framing.py stays the only source; pure Python ignores this file.
+cimport cython
 from dissector.ints cimport be_int
 
 cdef class RequestHeader:
     cdef public object api_key, api_version, correlation_id, client_id, header_version, body_offset, tags
+
+@cython.locals(b=bytes, size=Py_ssize_t, whole=bint, api_key="long long", version="long long", corr="long long",
+               hv=Py_ssize_t, o=Py_ssize_t, n=Py_ssize_t, end=Py_ssize_t)
+cpdef RequestHeader parse_request_header(object frame)

@@ -67,32 +67,33 @@ class RequestHeader:
 
 def parse_request_header(frame: bytes) -> RequestHeader:
     """Parse a request header from a frame (the bytes after the 4-byte size). Raises DECODE_ERRORS."""
-    whole = len(frame) >= 10    # read in C (dissector.ints); a shorter frame fails in struct, as it always did
+    b = frame if type(frame) is bytes else bytes(frame)     # typed bytes when compiled (framing.pxd)
+    size = len(b)
+    whole = size >= 10    # read in C (dissector.ints); a shorter frame fails in struct, as it always did
     if whole:
-        api_key, version, corr = be_int(frame, 0, 2), be_int(frame, 2, 2), be_int(frame, 4, 4)
+        api_key, version, corr = be_int(b, 0, 2), be_int(b, 2, 2), be_int(b, 4, 4)
     else:
-        api_key, version, corr = _HHI(frame, 0)
-    hv = _REQ_HEADER.get((api_key, version))
-    if hv is None:
-        hv = request_header_version(api_key, version)
+        api_key, version, corr = _HHI(b, 0)
+    known = _REQ_HEADER.get((api_key, version))
+    hv = known if known is not None else request_header_version(api_key, version)
     o = 8
     client_id = None
     if hv >= 1:
-        n = be_int(frame, 8, 2) if whole else _H(frame, 8)[0]
+        n = be_int(b, 8, 2) if whole else _H(b, 8)[0]
         o = 10
         if n >= 0:
             end = o + n
-            if end > len(frame):
+            if end > size:
                 raise Underflow(f"client id of {n} bytes runs past the frame")
-            client_id = frame[o:end].decode("utf-8", "replace")
+            client_id = b[o:end].decode("utf-8", "replace")
             o = end
     tags = None
     if hv >= 2:
-        if frame[o] == 0:           # no tagged fields, nearly always: no holder, no call
+        if b[o] == 0:           # no tagged fields, nearly always: no holder, no call
             o += 1
         else:
             holder: dict = {}
-            o = read_tags(frame, o, holder, None)
+            o = read_tags(b, o, holder, None)
             tags = holder.get("_unknown_tags")
     return RequestHeader(api_key, version, corr, client_id, hv, o, tags)
 

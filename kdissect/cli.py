@@ -272,6 +272,9 @@ def _decode(args: argparse.Namespace) -> int:
                             records=args.records or args.record_bytes, record_bytes=args.record_bytes,
                             max_decompressed=args.max_decompressed << 20, tls_keylog=tuple(args.tls_keylog),
                             protocol=protocol_option(args.protocol), rotated=not args.separate_files)
+    if args.own_process:
+        from kdissect.arrow import claim_process
+        claim_process()
     bar = ProgressLine(sys.stderr)
     bar.enabled = bar.enabled and not args.quiet
     try:
@@ -377,12 +380,14 @@ def _doctor(args: argparse.Namespace) -> int:
 COMMANDS["doctor"] = _doctor
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
+    """Run a command. ``own_process``: the process is the ``kdissect`` command's and ends with it."""
     # numpy's OpenBLAS starts a busy-waiting thread per core at import, ~1 % of a decode's CPU and
     # more beside --jobs workers; nothing here multiplies matrices. Workers inherit the setting.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.own_process = own_process
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
@@ -409,6 +414,6 @@ def run() -> int:
     of its walks; everything is still flushed and closed, and atexit handlers run.
     Not in :func:`main`, which tests and notebooks call in a process that goes on.
     """
-    code = main()
+    code = main(own_process=True)
     gc.freeze()
     return code

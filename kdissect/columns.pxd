@@ -4,7 +4,8 @@
 cimport cython
 
 cdef class TextColumn:
-    cdef public object data, ends, valid
+    cdef public bytearray data, valid
+    cdef public list ends
     cpdef append(self, value)
 
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, cells="long long[::1]", valid=bytearray)
@@ -12,3 +13,12 @@ cpdef object _packed_ints(object values)
 
 @cython.locals(index=dict)
 cpdef object _repeated_strings(object values)
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, bits="unsigned char[::1]")
+cpdef object _bits(const unsigned char[::1] flags)
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, cells="double[::1]")
+cpdef object _packed_floats(object values)
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, bits="unsigned char[::1]")
+cpdef object _packed_bools(object values)

@@ -2,11 +2,12 @@
 
 Rows are appended cell by cell to one buffer per column (no dict per row): a
 plain list for most columns, a :class:`TextColumn` for the JSON bodies. Each
-buffer becomes an Arrow array here when a row group is flushed. This goes
-through numpy and Arrow's buffers rather than ``pyarrow.array(list)``: that
+buffer becomes an Arrow array here when a row group is flushed. This fills
+Arrow's buffers directly rather than calling ``pyarrow.array(list)``: that
 function asks pandas whether a list is "array-like" and so imports pandas, a
-second or more of start-up that a decode never otherwise needs. numpy and
-pyarrow themselves are imported at the first flush, not before the first packet.
+second or more of start-up that a decode never otherwise needs. Nor does it use
+numpy, except for values no row builder writes (see :mod:`kdissect.arrow`).
+pyarrow itself is imported at the first flush, not before the first packet.
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ class TextColumn:
     orjson returns each text in a bytes object sized for its working buffer, not
     for the text (kilobytes for a 300-byte body); a list of them would hold
     several times the text's size. Appending copies the text and lets that go.
+    The end offsets wait in a list, whose append is a C call when compiled
+    (``columns.pxd`` types the three buffers), and become an array at the flush.
     """
 
     __slots__ = ("data", "ends", "valid")
 
     def __init__(self) -> None:
         self.data = bytearray()
-        self.ends = array("q")           # end offset of each cell in data
+        self.ends: list[int] = []        # end offset of each cell in data
         self.valid = bytearray()         # 1 per cell, 0 for null
 
     def append(self, value: bytes | None) -> None:
@@ -45,17 +48,17 @@ class TextColumn:
     def __len__(self) -> int:
         return len(self.ends)
 
-    def take(self, k: int) -> tuple[bytes | bytearray, array, bytearray]:
+    def take(self, k: int) -> tuple[bytes | bytearray, list[int], bytearray]:
         """The first ``k`` cells (data, end offsets, validity), removed from the column."""
         if k == len(self.ends):
             data, ends, valid = self.data, self.ends, self.valid
-            self.data, self.ends, self.valid = bytearray(), array("q"), bytearray()
+            self.data, self.ends, self.valid = bytearray(), [], bytearray()
             return data, ends, valid
         cut = self.ends[k - 1] if k else 0
         data, ends, valid = bytes(self.data[:cut]), self.ends[:k], self.valid[:k]
         del self.data[:cut]
         del self.valid[:k]
-        self.ends = array("q", [e - cut for e in self.ends[k:]])
+        self.ends = [e - cut for e in self.ends[k:]]
         return data, ends, valid
 
 
@@ -75,39 +78,38 @@ def take(col: Buffer, k: int) -> Any:
     return values
 
 
-def _objects(values: list[Any]) -> np.ndarray:
-    import numpy as np
-    # Each value one cell (np.array would nest sequences), and without the shape discovery that
-    # slice assignment runs over the list first, which cost four times the copy itself.
-    return np.fromiter(values, dtype=object, count=len(values))
-
-
-def _validity(valid: np.ndarray) -> pa.Buffer | None:
-    import numpy as np
+def _validity(valid: bytearray | None) -> pa.Buffer | None:
+    """Arrow's validity bitmap from a byte per cell (0: null); None when no cell is null."""
     import pyarrow as pa
-    return None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    if valid is None or 0 not in valid:
+        return None
+    return pa.py_buffer(_bits(valid))
 
 
-def _integers(values: list[Any], type_: pa.DataType, dtype: Any) -> pa.Array:
-    import numpy as np
+def _bits(flags: bytearray) -> bytearray:
+    """A bit per byte of ``flags`` (set where nonzero), least significant first as in Arrow's bitmaps.
+
+    Compiled, a C loop (``columns.pxd``); it replaces numpy's ``packbits``, so that a decode
+    needs no numpy at all (see :mod:`kdissect.arrow`).
+    """
+    n = len(flags)
+    out = bytearray((n + 7) >> 3)
+    bits = out
+    for i in range(n):
+        if flags[i]:
+            bits[i >> 3] |= 1 << (i & 7)
+    return out
+
+
+def _integers(values: list[Any], type_: pa.DataType) -> pa.Array:
     import pyarrow as pa
-    wide, missing = None, None
-    if dtype is not np.float64:          # (numpy would read None as NaN)
-        packed = _packed_ints(values)
-        if packed is not None:
-            cells, valid = packed
-            wide = np.frombuffer(cells, dtype=np.int64)
-            if valid is not None:
-                missing = np.equal(np.frombuffer(valid, dtype=np.uint8), 0)    # not ``==``: see below
-    if wide is None:
-        wide, missing = _integers_with_gaps(values, np.float64 if dtype is np.float64 else np.int64)
-    if dtype is not np.int64 and dtype is not np.float64:
-        info = np.iinfo(dtype)
-        if len(wide) and (wide.min() < info.min or wide.max() > info.max):
-            raise pa.ArrowInvalid(f"a value does not fit {type_}")
-        wide = wide.astype(dtype)
-    validity = None if missing is None else _validity(~missing)
-    return pa.Array.from_buffers(type_, len(values), [validity, pa.py_buffer(wide)])
+    packed = _packed_ints(values)
+    if packed is None:
+        return _numbers_by_numpy(values, type_)
+    cells, valid = packed
+    wide = pa.Array.from_buffers(pa.int64(), len(values), [_validity(valid), pa.py_buffer(cells)])
+    # Arrow's checked cast narrows (int8..int32): an out-of-range value is ArrowInvalid, as in pa.array.
+    return wide if type_ == wide.type else _cast(wide, type_)
 
 
 def _packed_ints(values: list[Any]) -> tuple[array, bytearray | None] | None:
@@ -138,10 +140,61 @@ def _packed_ints(values: list[Any]) -> tuple[array, bytearray | None] | None:
     return out, valid
 
 
+def _floats(values: list[Any], type_: pa.DataType) -> pa.Array:
+    import pyarrow as pa
+    packed = _packed_floats(values)
+    if packed is None:
+        return _numbers_by_numpy(values, type_)
+    cells, valid = packed
+    return pa.Array.from_buffers(type_, len(values), [_validity(valid), pa.py_buffer(cells)])
+
+
+def _packed_floats(values: list[Any]) -> tuple[array, bytearray | None] | None:
+    """As :func:`_packed_ints`, float64 cells of floats, ints and Nones (a C loop when compiled)."""
+    n = len(values)
+    out = array("d", bytes(8 * n))
+    cells = memoryview(out)
+    valid = None
+    for i in range(n):
+        v = values[i]
+        if v is None:
+            if valid is None:
+                valid = bytearray(b"\x01") * n
+            valid[i] = 0
+        elif type(v) is float:
+            cells[i] = v
+        elif type(v) is int:
+            try:
+                cells[i] = float(v)
+            except OverflowError:
+                return None
+        else:
+            return None
+    return out, valid
+
+
+def _numbers_by_numpy(values: list[Any], type_: pa.DataType) -> pa.Array:
+    """A number column the packers turn away (a bool or a float among ints, an int beyond int64):
+    numpy's conversion decides, as it always has. No capture has needed it."""
+    import numpy as np
+    import pyarrow as pa
+    dtype = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
+             pa.float64(): np.float64}[type_]
+    wide, missing = _integers_with_gaps(values, np.float64 if dtype is np.float64 else np.int64)
+    if dtype is not np.int64 and dtype is not np.float64:
+        info = np.iinfo(dtype)
+        if len(wide) and (wide.min() < info.min or wide.max() > info.max):
+            raise pa.ArrowInvalid(f"a value does not fit {type_}")
+        wide = wide.astype(dtype)
+    validity = None if not missing.any() else pa.py_buffer(np.packbits(~missing, bitorder="little"))
+    return pa.Array.from_buffers(type_, len(values), [validity, pa.py_buffer(wide)])
+
+
 def _integers_with_gaps(values: list[Any], wide_dtype: Any) -> tuple[np.ndarray, np.ndarray]:
     """(values, null mask) of a column with nulls, or with a value beyond int64."""
     import numpy as np
-    objs = _objects(values)
+    # Each value one cell (np.array would nest sequences).
+    objs = np.fromiter(values, dtype=object, count=len(values))
     # np.equal, not ``==``: the same element-wise test, but atheris's comparison hook leaks the
     # arrays an ``==`` returns, which grew the dataset_writer fuzzer ~6.5 KB per input.
     missing = np.equal(objs, None)
@@ -160,14 +213,45 @@ def _integers_with_gaps(values: list[Any], wide_dtype: Any) -> tuple[np.ndarray,
 
 
 def _booleans(values: list[Any], type_: pa.DataType) -> pa.Array:
+    import pyarrow as pa
+    packed = _packed_bools(values)
+    if packed is None:
+        return _booleans_by_numpy(values, type_)
+    bits, valid = packed
+    return pa.Array.from_buffers(type_, len(values), [_validity(valid), pa.py_buffer(bits)])
+
+
+def _packed_bools(values: list[Any]) -> tuple[bytearray, bytearray | None] | None:
+    """Arrow's value bits and a validity byte per cell of a column of bools and Nones; None for
+    anything else (a C loop when compiled)."""
+    n = len(values)
+    out = bytearray((n + 7) >> 3)
+    bits = out
+    valid = None
+    for i in range(n):
+        v = values[i]
+        if v is True:
+            bits[i >> 3] |= 1 << (i & 7)
+        elif v is None:
+            if valid is None:
+                valid = bytearray(b"\x01") * n
+            valid[i] = 0
+        elif v is not False:
+            return None
+    return out, valid
+
+
+def _booleans_by_numpy(values: list[Any], type_: pa.DataType) -> pa.Array:
+    """A bool column holding something else besides (0, 1, ...): numpy's truth values, as always."""
     import numpy as np
     import pyarrow as pa
-    objs = _objects(values)
-    missing = np.equal(objs, None)     # not ``==``: see _integers
+    objs = np.fromiter(values, dtype=object, count=len(values))
+    missing = np.equal(objs, None)     # not ``==``: see _integers_with_gaps
     if missing.any():
         objs[missing] = False
     bits = np.packbits(objs.astype(bool), bitorder="little")
-    return pa.Array.from_buffers(type_, len(values), [_validity(~missing), pa.py_buffer(bits)])
+    validity = None if not missing.any() else pa.py_buffer(np.packbits(~missing, bitorder="little"))
+    return pa.Array.from_buffers(type_, len(values), [validity, pa.py_buffer(bits)])
 
 
 def _strings(values: list[Any], type_: pa.DataType) -> pa.Array:
@@ -218,17 +302,27 @@ def _take(values: pa.Array, indices: pa.Array) -> pa.Array:
     return call_function("take", [values, indices])
 
 
-def _text(cells: tuple[bytes | bytearray, array, bytearray], type_: pa.DataType) -> pa.Array:
-    import numpy as np
+def _text(cells: tuple[bytes | bytearray, list[int], bytearray], type_: pa.DataType) -> pa.Array:
     import pyarrow as pa
     data, ends, valid = cells
     n = len(ends)
     if ends and ends[-1] >= 1 << 31:
         raise pa.ArrowInvalid("a row group's text exceeds 2 GiB")
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    offsets[1:] = np.frombuffer(ends, dtype=np.int64)
-    mask = np.frombuffer(valid, dtype=np.uint8).astype(bool)
-    return pa.Array.from_buffers(type_, n, [_validity(mask), pa.py_buffer(offsets), pa.py_buffer(data)])
+    offsets = array("q", b"\0" * 8)
+    offsets.extend(ends)
+    # The 64-bit end offsets as a large string; Arrow's cast narrows the offsets (in C) and keeps the data.
+    wide = pa.Array.from_buffers(pa.large_string(), n, [_validity(valid), pa.py_buffer(offsets),
+                                                        pa.py_buffer(data)])
+    return _cast(wide, type_)
+
+
+def _cast(arr: pa.Array, type_: pa.DataType) -> pa.Array:
+    # The compute kernel itself, for the reason given at _take.
+    try:
+        from pyarrow._compute import CastOptions, call_function
+    except ImportError:            # a pyarrow that moved them
+        from pyarrow.compute import CastOptions, call_function
+    return call_function("cast", [arr], CastOptions.safe(type_))
 
 
 def _repeated(value: Any, n: int, type_: pa.DataType) -> pa.Array:
@@ -242,7 +336,6 @@ def _repeated(value: Any, n: int, type_: pa.DataType) -> pa.Array:
 
 def to_arrow(values: Any, type_: pa.DataType) -> pa.Array:
     """Cells taken from a column buffer (:func:`take`) as an Arrow array of ``type_``."""
-    import numpy as np
     import pyarrow as pa
     if isinstance(values, tuple):
         return _text(values, type_)
@@ -260,9 +353,9 @@ def to_arrow(values: Any, type_: pa.DataType) -> pa.Array:
     if pa.types.is_boolean(type_):
         return _booleans(values, type_)
     if pa.types.is_timestamp(type_):
-        return _integers(values, pa.int64(), np.int64).view(type_)
-    dtype = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
-             pa.float64(): np.float64}.get(type_)
-    if dtype is None:
-        return pa.array(values, type=type_)
-    return _integers(values, type_, dtype)
+        return _integers(values, pa.int64()).view(type_)
+    if type_ == pa.float64():
+        return _floats(values, type_)
+    if type_ in (pa.int8(), pa.int16(), pa.int32(), pa.int64()):
+        return _integers(values, type_)
+    return pa.array(values, type=type_)

@@ -145,7 +145,9 @@ class TableWriter:
 
     def take_table(self, n: int) -> pa.Table:
         """The first ``n`` waiting rows as an Arrow table with the table's schema, taken from the buffers."""
+        from kdissect.arrow import import_pyarrow
         from kdissect.columns import to_arrow
+        import_pyarrow()
         import pyarrow as pa
         schema = _schema(self.table)
         # In place: row builders hold these buffers' append methods.
@@ -185,6 +187,8 @@ def parquet_writer(path: Path, table: str, schema: pa.Schema):  # type: ignore[n
     distinct, so a dictionary is built only to be dropped, and a body's min/max is of no use to a
     reader's filters. Both cost a tenth of the write, and the files come out slightly smaller.
     """
+    from kdissect.arrow import import_pyarrow
+    import_pyarrow()
     import pyarrow.parquet as pq
     plain = [name for name in schema.names if (table, name) not in _TEXT]
     return pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=plain, write_statistics=plain)
@@ -236,7 +240,12 @@ class CaptureWriter:
         self.capture = capture
         self.options = options
         self.topics = topics if topics is not None else TopicRegistry()
-        self.counts = Counts(captures=1)
+        self._counts = Counts(captures=1)
+        # Per exchange, plain dicts: a Counter's += is a Python-level subclass call, ~1,300
+        # instructions each. Added into the Counters when ``counts`` is read.
+        self._per_api: dict[str, int] = {}
+        self._statuses: dict[str, int] = {}
+        self._errors: dict[str, int] = {}
         self._outdir = outdir
         self._name = name
         self._capture_level = capture_level
@@ -246,7 +255,7 @@ class CaptureWriter:
         self._ex, self._pa, self._an = w["exchanges"], w["partitions"], w["anomalies"]
         self._rec = w.get("records")
         self._rows = RowBuilder(capture, options, self.topics, {t: tw.cols for t, tw in w.items()},
-                                self.counts.anomalies, lambda t: w[t].rows, unresolved)
+                                self._counts.anomalies, lambda t: w[t].rows, unresolved)
         self._tally = Tally()
 
     def event(self, conn: ConnectionLike | None, ev: object) -> None:
@@ -258,19 +267,33 @@ class CaptureWriter:
         elif isinstance(ev, Exchange):
             self.exchange(conn, ev)  # type: ignore[arg-type]
         elif conn is not None:
-            self.counts.connections.add(conn.id)
+            self._counts.connections.add(conn.id)
+
+    @property
+    def counts(self) -> Counts:
+        """What went into the tables so far."""
+        c = self._counts
+        for total, pending in ((c.per_api, self._per_api), (c.statuses, self._statuses), (c.errors, self._errors)):
+            if pending:
+                total.update(pending)
+                pending.clear()
+        return c
 
     def exchange(self, conn: ConnectionLike, ex: Exchange) -> None:
-        c = self.counts
+        c = self._counts
         c.connections.add(conn.id)
         c.exchanges += 1
         tally = self._tally
         tally.partitions = tally.records = tally.record_bytes = 0
         api, status, code, error, size = self._rows.exchange(conn, ex, tally)
-        c.per_api[api or "unknown"] += 1
-        c.statuses[status] += 1
+        name = api or "unknown"
+        per_api = self._per_api
+        per_api[name] = per_api.get(name, 0) + 1
+        statuses = self._statuses
+        statuses[status] = statuses.get(status, 0) + 1
         if code:
-            c.errors[error] += 1
+            errors = self._errors
+            errors[error] = errors.get(error, 0) + 1
         ex_writer = self._ex
         ex_writer.weight += size
         if ex_writer.full():
@@ -290,7 +313,7 @@ class CaptureWriter:
 
     def anomaly(self, conn: ConnectionLike | None, a: Anomaly) -> None:
         if conn is not None:
-            self.counts.connections.add(conn.id)
+            self._counts.connections.add(conn.id)
         elif not self._capture_level:
             return
         self._rows.anomaly(conn, a)

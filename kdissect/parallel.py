@@ -219,9 +219,11 @@ def _resolve_topics(results: list[ShareResult]) -> None:
 
 def _patch(path: Path, table_name: str, rows: list[tuple[int, int, str, str]]) -> None:
     """Rewrite the topic column of the given rows, row group by row group (memory stays one row group)."""
-    import pyarrow.parquet as pq
-
+    from kdissect.arrow import import_pyarrow
     from kdissect.columns import to_arrow
+
+    import_pyarrow()
+    import pyarrow.parquet as pq
 
     src = pq.ParquetFile(path)
     schema = src.schema_arrow

@@ -39,6 +39,11 @@ CASES = [
     ([0.5] * 2, pa.float64()),
     ([0.0, -0.0, 0.0], pa.float64()),
     ([f"topic-{i % 300}" for i in range(700)] + [None], pa.string()),
+    # Filled without numpy: validity bits across byte boundaries, ints among floats, nulls among bools.
+    ([None if i % 3 == 0 else i - 9 for i in range(19)], pa.int32()),
+    ([1, None, 2.5, 1 << 40, -0.0], pa.float64()),
+    ([True, None, False, True, None, None, True, False, True], pa.bool_()),
+    ([True] * 9 + [False], pa.bool_()),
 ]
 
 
@@ -58,6 +63,50 @@ def test_out_of_range_values_are_refused_as_pyarrow_refuses_them() -> None:
         to_arrow([1 << 20], pa.int16())
     with pytest.raises(pa.ArrowInvalid):
         to_arrow([1 << 20] * 3, pa.int16())
+
+
+def test_values_no_row_builder_writes_go_through_numpy_as_before() -> None:
+    # A bool or a float in an int column, an int beyond int64 (null, not a lost file), a truthy
+    # non-bool in a bool column: numpy's conversions, which the packers leave to it.
+    assert to_arrow([1, True, None, 2.0], pa.int64()).to_pylist() == [1, 1, None, 2]
+    assert to_arrow([1 << 64, 5, None], pa.int64()).to_pylist() == [None, 5, None]
+    assert to_arrow([1, 0, None, "x"], pa.bool_()).to_pylist() == [True, False, None, True]
+    assert to_arrow([True, None], pa.int16()).to_pylist() == [1, None]
+
+
+def test_the_decode_command_writes_the_dataset_without_numpy(tmp_path: Path) -> None:
+    # pyarrow imports numpy (~80 ms) unless the command's own process hides it; the dataset is the
+    # same, numpy stays importable afterwards, and pyarrow works beside it.
+    code = """
+import sys
+from kdissect.cli import main
+assert main(["decode", "-q", "-o", sys.argv[2], sys.argv[1]], own_process=True) == 0
+assert "pyarrow" in sys.modules and "numpy" not in sys.modules, "numpy imported by the decode command"
+import pyarrow as pa
+from kdissect.columns import to_arrow
+assert to_arrow([1, True, None], pa.int64()).to_pylist() == [1, 1, None]     # numpy's path, after
+assert "numpy" in sys.modules
+import pyarrow.parquet as pq
+print(pq.read_table(sys.argv[2] + "/exchanges").num_rows)
+"""
+    lean = subprocess.run([sys.executable, "-c", code, str(REPO / "samples" / "mixed.pcap"), str(tmp_path / "a")],
+                          check=True, cwd=REPO, capture_output=True, text=True).stdout
+    from kdissect.cli import main
+    assert main(["decode", "-q", "-o", str(tmp_path / "b"), str(REPO / "samples" / "mixed.pcap")]) == 0
+    import pyarrow.parquet as pq
+    for table in ("exchanges", "partitions", "anomalies"):
+        assert pq.read_table(tmp_path / "a" / table).equals(pq.read_table(tmp_path / "b" / table))
+    assert int(lean) > 0
+
+
+def test_a_process_not_claimed_gets_pyarrow_with_numpy() -> None:
+    code = """
+import sys
+from kdissect.arrow import import_pyarrow
+import_pyarrow()
+assert "numpy" in sys.modules
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
 def test_text_cells_taken_in_two_parts() -> None:
