@@ -148,7 +148,9 @@ def _tls_keylog(p: argparse.ArgumentParser) -> None:
                         "repeatable; keys embedded in a pcapng file are used without it")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line. ``command``: the one about to run, whose options alone are needed; the
+    others' are left out when they cost imports (doctor's and analyze's: ~7 ms of a decode's start)."""
     fmt = argparse.RawDescriptionHelpFormatter
     parser = _Parser(prog="kdissect", description=MAIN_HELP, formatter_class=fmt)
     parser.add_argument("--version", action=_VersionAction)
@@ -211,20 +213,25 @@ def build_parser() -> argparse.ArgumentParser:
                         "past it packets are dropped and reported (default 1024, at least 16)")
     _common(p, records=True)
 
-    from kdissect import doctor  # argument definitions only: Spark loads when the command runs
-    p = sub.add_parser("doctor", help="decode + analyze + findings: what is wrong, worst first (exit 1: critical)",
-                       description=doctor.HELP, formatter_class=fmt)
-    doctor.add_arguments(p)
+    doctor_help = "decode + analyze + findings: what is wrong, worst first (exit 1: critical)"
+    if command in (None, "doctor"):
+        from kdissect import doctor  # argument definitions only: Spark loads when the command runs
+        doctor.add_arguments(sub.add_parser("doctor", help=doctor_help, description=doctor.HELP, formatter_class=fmt))
+    else:
+        sub.add_parser("doctor", help=doctor_help)
 
     p = sub.add_parser("compare", help="compare kdissect's decoding of a capture with Wireshark's")
     p.add_argument("input", metavar="INPUT", help="a pcap/pcapng file")
     p.add_argument("--ports", metavar="LIST", help="Kafka ports (default: detect)")
     _tls_keylog(p)
 
-    from analysis import cli as analysis_cli  # argument definitions only: Spark loads when the command runs
-    p = sub.add_parser("analyze", help="run the Spark analysis over datasets: tables, JSON, HTML report",
-                       description=analysis_cli.HELP, formatter_class=fmt)
-    analysis_cli.add_arguments(p)
+    analyze_help = "run the Spark analysis over datasets: tables, JSON, HTML report"
+    if command in (None, "analyze"):
+        from analysis import cli as analysis_cli  # argument definitions only: Spark loads when the command runs
+        analysis_cli.add_arguments(sub.add_parser("analyze", help=analyze_help, description=analysis_cli.HELP,
+                                                  formatter_class=fmt))
+    else:
+        sub.add_parser("analyze", help=analyze_help)
 
     sub.add_parser("protocol", help="list the api keys and versions the dissector decodes")
     return parser
@@ -385,8 +392,9 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int
     # numpy's OpenBLAS starts a busy-waiting thread per core at import, ~1 % of a decode's CPU and
     # more beside --jobs workers; nothing here multiplies matrices. Workers inherit the setting.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(words[0] if words and words[0] in COMMANDS else None)
+    args = parser.parse_args(words)
     args.own_process = own_process
     if args.command is None:
         parser.print_help()

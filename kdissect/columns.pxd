@@ -11,8 +11,10 @@ cdef class TextColumn:
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, cells="long long[::1]", valid=bytearray)
 cpdef object _packed_ints(object values)
 
-@cython.locals(index=dict)
 cpdef object _repeated_strings(object values)
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, codes="int[::1]", code=int)
+cpdef object _codes(object values, dict index)
 
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, bits="unsigned char[::1]")
 cpdef object _bits(const unsigned char[::1] flags)

@@ -273,23 +273,43 @@ def _repeated_strings(values: list[Any]) -> pa.Array:
     """A text column as codes into its distinct values, expanded by Arrow.
 
     Text columns repeat a few values (addresses, api and topic names, statuses)
-    row after row. Arrow's builder converts each cell anew, ~180 ns each; a dict
-    lookup per cell and one ``take`` is about a third of that. The array is the
-    same plain string array either way.
+    row after row. Arrow's builder converts each cell anew, ~180 ns each; a code
+    per cell and one ``take`` costs a fraction of that. The array is the same plain
+    string array either way.
     """
     import pyarrow as pa
     index: dict[Any, int] = {}
-    codes = [index.setdefault(v, len(index)) for v in values]     # compiled: a C call to the dict
+    codes = _codes(values, index)
     distinct = _string_builder(list(index))
     if distinct.type != pa.string():
         distinct = distinct.view(pa.string())
-    if len(index) <= 256:
-        # The usual case: one byte per code. bytes() converts the list in C, where array("i")
-        # parses each element as a call's argument, four times the cost.
-        indices = pa.Array.from_buffers(pa.uint8(), len(codes), [None, pa.py_buffer(bytes(codes))])
-    else:
-        indices = pa.Array.from_buffers(pa.int32(), len(codes), [None, pa.py_buffer(array("i", codes))])
+    indices = pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(codes)])
     return _take(distinct, indices)
+
+
+def _codes(values: list[Any], index: dict[Any, int]) -> array:
+    """Each cell's position among the distinct values (added to ``index`` in order of appearance).
+
+    Compiled, a C loop (``columns.pxd``): a cell that is the very object of the cell before
+    (a connection's rows carry its one id string, names come from one table) reuses its code
+    without a lookup.
+    """
+    n = len(values)
+    out = array("i", bytes(4 * n))
+    codes = memoryview(out)
+    last: Any = index            # no cell is this object
+    code = 0
+    for i in range(n):
+        v = values[i]
+        if v is not last:
+            known = index.get(v)
+            if known is None:
+                known = len(index)
+                index[v] = known
+            code = known
+            last = v
+        codes[i] = code
+    return out
 
 
 def _take(values: pa.Array, indices: pa.Array) -> pa.Array:

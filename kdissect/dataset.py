@@ -183,15 +183,23 @@ class TableWriter:
 def parquet_writer(path: Path, table: str, schema: pa.Schema):  # type: ignore[no-untyped-def]
     """A Parquet writer for one of the dataset's tables, as every file of the dataset is written.
 
-    The JSON bodies are left out of dictionary encoding and statistics: nearly every body is
-    distinct, so a dictionary is built only to be dropped, and a body's min/max is of no use to a
-    reader's filters. Both cost a tenth of the write, and the files come out slightly smaller.
+    Dictionary encoding only where values repeat: text (addresses, names, statuses), flags
+    and integers of 32 bits or fewer (ports, versions, partitions, error codes). Timestamps,
+    offsets, sizes, latencies and bytes are nearly all distinct: Parquet would keep a
+    dictionary as large as the column (it drops one only past a megabyte), where zstd over
+    the plain values gave files a fifth smaller and a tenth less writing, measured on the
+    small-Produce capture. The JSON bodies are distinct too, and get no statistics either: a
+    body's min/max is of no use to a reader's filters.
     """
     from kdissect.arrow import import_pyarrow
     import_pyarrow()
+    import pyarrow as pa
     import pyarrow.parquet as pq
     plain = [name for name in schema.names if (table, name) not in _TEXT]
-    return pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=plain, write_statistics=plain)
+    repeating = [f.name for f in schema if f.name in plain and (
+        pa.types.is_string(f.type) or pa.types.is_boolean(f.type)
+        or (pa.types.is_integer(f.type) and f.type.bit_width <= 32))]
+    return pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=repeating, write_statistics=plain)
 
 
 def _schema(table: str) -> pa.Schema:

@@ -17,6 +17,8 @@ from kdissect.inputs import Capture, captures, describe
 from kdissect.rows import RowOptions
 from kdissect.source import DecodeOptions, keylog_files, open_capture_run, ports_option
 
+MIN_SHARE_BYTES = 4 << 20        # captures smaller than this per job are not worth splitting among workers
+
 
 
 @dataclass
@@ -160,13 +162,29 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
 
 def _split(capture: Capture, jobs: int, min_share_bytes: int | None) -> bool:
     """Whether one capture is worth splitting among workers (else it is decoded in this process)."""
-    from kdissect.parallel import MIN_SHARE_BYTES, capture_size, shares_for
     return shares_for(capture_size(capture), jobs, MIN_SHARE_BYTES if min_share_bytes is None else min_share_bytes) > 1
+
+
+def shares_for(size: int | None, jobs: int, min_share_bytes: int = MIN_SHARE_BYTES) -> int:
+    """How many shares a capture of ``size`` bytes is split into with ``jobs`` workers."""
+    if jobs <= 1:
+        return 1
+    if not min_share_bytes:
+        return jobs
+    return max(1, min(jobs, (size or 0) // min_share_bytes))
+
+
+def capture_size(capture: Capture) -> int | None:
+    """Bytes on disk of a capture's files; None if one cannot be read."""
+    try:
+        return sum(p.stat().st_size for p in capture)
+    except OSError:
+        return None
 
 
 def _decode_parallel(sets: list[Capture], out: Path, options: DecodeOptions, progress: ProgressFn | None, jobs: int,
                      min_share_bytes: int | None, result: DecodeResult, start: float) -> None:
-    from kdissect.parallel import MIN_SHARE_BYTES, ShareResult, capture_size, decode_parallel
+    from kdissect.parallel import ShareResult, decode_parallel
 
     def on_capture(i: int, results: list[ShareResult], files: list[Path]) -> None:
         counts = Counts(captures=1)

@@ -39,7 +39,8 @@ from capture.shard import Share
 from dissector.topics import ZERO_UUID, TopicRegistry
 
 from kdissect.dataset import TABLES, CaptureWriter, Counts, file_stem, parquet_writer, remove_joined, remove_stale
-from kdissect.decode import fewer_collections
+# Defined in kdissect.decode: every decode asks them whether to split a capture, without importing this module.
+from kdissect.decode import MIN_SHARE_BYTES, capture_size, fewer_collections, shares_for
 from kdissect.errors import KdissectError
 from kdissect.inputs import Capture
 from kdissect.rows import RowOptions
@@ -48,7 +49,6 @@ from kdissect.source import DecodeOptions, open_capture_run
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection as Pipe
 
-MIN_SHARE_BYTES = 4 << 20        # captures smaller than this per job are not worth splitting
 _TOPIC_COLUMN = {"partitions": "topic", "records": "topic", "anomalies": "detail"}
 
 
@@ -273,15 +273,6 @@ class _Task:
     stem: str
 
 
-def shares_for(size: int | None, jobs: int, min_share_bytes: int = MIN_SHARE_BYTES) -> int:
-    """How many shares a capture of ``size`` bytes is split into with ``jobs`` workers."""
-    if jobs <= 1:
-        return 1
-    if not min_share_bytes:
-        return jobs
-    return max(1, min(jobs, (size or 0) // min_share_bytes))
-
-
 def _worker(task: _Task, outdir: Path, options: DecodeOptions, pipe: Pipe) -> None:
     """Body of a worker process: one share, its result (or its error) sent back through ``pipe``."""
     last = [0.0]
@@ -425,11 +416,3 @@ def _died(exitcode: int | None) -> str:
         except ValueError:
             return f"killed by signal {-exitcode}"
     return f"exited with status {exitcode} without a result"
-
-
-def capture_size(capture: Capture) -> int | None:
-    """Bytes on disk of a capture's files; None if one cannot be read."""
-    try:
-        return sum(p.stat().st_size for p in capture)
-    except OSError:
-        return None
