@@ -4,7 +4,7 @@
 cimport cython
 from dissector.decoders cimport Decoded, Decoders
 from dissector.events cimport Request, Response
-from dissector.framing cimport RequestHeader
+from dissector.framing cimport RequestHeader, parse_request_header, parse_response_header, response_header_version
 from dissector.ints cimport be_int
 
 cdef class _Side:
@@ -29,6 +29,8 @@ cdef class Connection:
     cpdef _request(self, frame, first_ts, last_ts, offset, out, truncated_size=*)
     @cython.locals(req=Request, d=Decoded, v0=Decoded, unanswered=Request, resp=Response, pending=dict)
     cpdef _response(self, frame, first_ts, last_ts, offset, out, truncated_size=*)
+    cpdef _after_request(self, api_key, version, body)
+    cpdef _after_response(self, api_key, body, request_body)
 
 cdef class Options:
     cdef readonly object max_frame_size, keep_secrets, max_in_flight_bytes, infer_orphans, held, inference

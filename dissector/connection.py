@@ -492,8 +492,9 @@ class Connection:
                                f"{len(frame) - d.end} bytes after the {req.api_name} v{req.api_version} response body",
                                offset))
         self._after_response(req.api_key, d.body, req.body)
+        # Positional (inferred, stream_offset, raw, header_tags): keywords cost a dict per response.
         resp = Response(corr, size, first_ts, last_ts, req.api_key, req.api_version, hv, d.body, failure,
-                        stream_offset=offset, header_tags=tags)
+                        False, offset, None, tags)
         if self._messages:
             out.append(resp)
         out.append(Exchange(req, resp, status))

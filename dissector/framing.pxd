@@ -9,3 +9,8 @@ cdef class RequestHeader:
 @cython.locals(b=bytes, size=Py_ssize_t, whole=bint, api_key="long long", version="long long", corr="long long",
                hv=Py_ssize_t, o=Py_ssize_t, n=Py_ssize_t, end=Py_ssize_t)
 cpdef RequestHeader parse_request_header(object frame)
+
+cpdef response_header_version(api_key, version)
+
+@cython.locals(corr="long long")
+cpdef tuple parse_response_header(object frame, Py_ssize_t header_version)

@@ -100,7 +100,7 @@ def parse_request_header(frame: bytes) -> RequestHeader:
 
 def parse_response_header(frame: bytes, header_version: int) -> tuple[int, int, dict[int, bytes] | None]:
     """(correlation id, body offset, header tags)."""
-    corr = _SIZE(frame, 0)[0]
+    corr = be_int(frame, 0, 4) if len(frame) >= 4 else _SIZE(frame, 0)[0]   # too short: struct.error as ever
     if header_version >= 1:
         if frame[4] == 0:
             return corr, 5, None
