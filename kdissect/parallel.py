@@ -39,8 +39,7 @@ from capture.shard import Share
 from dissector.topics import ZERO_UUID, TopicRegistry
 
 from kdissect.dataset import TABLES, CaptureWriter, Counts, file_stem, parquet_writer, remove_joined, remove_stale
-# Defined in kdissect.decode: every decode asks them whether to split a capture, without importing this module.
-from kdissect.decode import MIN_SHARE_BYTES, capture_size, fewer_collections, shares_for
+from kdissect.decode import MIN_SHARE_BYTES, capture_shares, fewer_collections
 from kdissect.errors import KdissectError
 from kdissect.inputs import Capture
 from kdissect.rows import RowOptions
@@ -317,20 +316,20 @@ def decode_parallel(captures: list[Capture], outdir: Path, options: DecodeOption
                     on_progress: ProgressFn | None = None) -> None:
     """Decode ``captures`` into ``outdir`` with up to ``jobs`` worker processes.
 
-    Each capture is split into :func:`shares_for` shares; a capture's files appear
+    Each capture is split into :func:`~kdissect.decode.capture_shares` shares; a capture's files appear
     when all its shares are done (``on_capture(index, results, files)``, in input
     order). If a worker fails, the others are stopped, nothing more is made
     visible, and :class:`KdissectError` says which capture and share failed.
     """
-    # Here, not at the top: every decode imports this module to decide whether to split a
-    # capture, and multiprocessing takes ~10 ms to import.
+    # Here, not at the top: multiprocessing takes ~10 ms to import, and Spark's tasks import
+    # this module without running workers.
     from multiprocessing import get_context
     from multiprocessing.connection import wait
 
     ctx = get_context("fork")
     tasks: list[_Task] = []
     for i, c in enumerate(captures):
-        n = shares_for(capture_size(c), jobs, min_share_bytes)
+        n = capture_shares(c, jobs, min_share_bytes)
         stem = file_stem(c[0])
         tasks += [_Task(i, c, Share(k, n), stem) for k in range(n)]
     shares_per = [sum(1 for t in tasks if t.capture_index == i) for i in range(len(captures))]

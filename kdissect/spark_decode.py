@@ -33,9 +33,9 @@ from typing import Any, TextIO
 from capture.shard import Share
 
 from kdissect.dataset import TABLES, Counts, prepare_outdir, remove_joined
-from kdissect.decode import DecodeResult
+from kdissect.decode import DecodeResult, shares_for
 from kdissect.errors import KdissectError
-from kdissect.parallel import ShareResult, decode_share, discard, finish_capture, share_name, shares_for
+from kdissect.parallel import ShareResult, decode_share, discard, finish_capture, share_name
 from kdissect.source import DecodeOptions, check_keylogs
 from kdissect.spark_tasks import Task, expand_captures, not_a_capture_table, plan
 

@@ -86,7 +86,7 @@ def expand_captures(inputs: Iterable[str | os.PathLike[str]], rotated: bool = Tr
 def plan(captures: list[Capture], shares: Callable[[int], int]) -> list[Task]:
     """The tasks of ``captures``: ``shares(size in bytes)`` tasks per capture, each one share of its connections."""
     from kdissect.dataset import file_stem
-    from kdissect.parallel import capture_size
+    from kdissect.decode import capture_size
     tasks = []
     for c in captures:
         n = max(1, shares(capture_size(c) or 0))

@@ -6,6 +6,8 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from capture import CaptureError, open_capture
 from tests.capture import pcaptools as pt
@@ -227,3 +229,41 @@ def test_every_link_type_in_every_format_through_the_pipeline(tmp_path: Path, li
     events = list(read_capture(path, CaptureOptions(), connection_factory=rec))
     assert rec.made[0].data(Direction.TO_BROKER) == req and rec.made[0].data(Direction.TO_CLIENT) == resp
     assert events[-1].conn.client_port == 50312 and events[-1].event.reason == "fin"
+
+
+_SIZES = st.one_of(st.integers(0, 64), st.integers(1400, 70_000), st.just(200_000))
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.tuples(_SIZES, st.sampled_from([0, 0, 0, 1, 9])), min_size=1, max_size=12),
+       order=st.sampled_from(["<", ">"]), nanos=st.booleans(), modified=st.booleans(),
+       snaplen=st.sampled_from([262144, 65535]), cut=st.integers(0, 40))
+def test_pcap_records_come_out_as_written_across_chunks(tmp_path_factory: pytest.TempPathFactory,
+                                                         sizes: list[tuple[int, int]], order: str, nanos: bool,
+                                                         modified: bool, snaplen: int, cut: int) -> None:
+    # Records read in bulk (capture.pcapfile._plain_records) and one by one (over the snaplen, longer
+    # than their packet, across the 1 MiB read chunks, the cut tail) come out alike, in order.
+    recs = [(TS + i * 1_001_001, 1, bytes([i % 251]) * n, n + extra if extra != 1 else max(n - 1, 0))
+            for i, (n, extra) in enumerate(sizes)]
+    if modified:
+        nanos = False
+    data = pt.pcap_bytes(recs, 1, order, nanos, snaplen=snaplen, modified=modified)
+    data = data[:len(data) - cut] if cut and len(data) - cut > 24 else data
+    got, problems = read(pt.write(tmp_path_factory.mktemp("r") / "p.pcap", data))
+    hlen = 24 if modified else 16
+    want, at = [], 24
+    for ts, lt, payload, wirelen in recs:
+        if at + hlen > len(data):
+            break
+        body = data[at + hlen:at + hlen + len(payload)]
+        if not body and len(payload):
+            break
+        want.append((ts if nanos else ts // 1000 * 1000, lt, body,
+                     wirelen if len(body) == len(payload) else max(wirelen, len(payload))))
+        at += hlen + len(payload)
+    assert got == want
+    if not cut:
+        kinds = {p.kind for p in problems}
+        assert ("caplen_exceeds_wirelen" in kinds) == any(len(r[2]) > r[3] for r in recs)
+        assert ("caplen_exceeds_snaplen" in kinds) == any(len(r[2]) > snaplen for r in recs)
+        assert kinds <= {"caplen_exceeds_wirelen", "caplen_exceeds_snaplen"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import subprocess
 import sys
@@ -10,10 +11,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from capture import open_capture
 from capture.shard import Share
 from kdissect.dataset import TABLES, file_stem, prepare_outdir
-from kdissect.decode import decode_files
-from kdissect.parallel import decode_share, finish_capture, shares_for
+from kdissect.decode import capture_shares, decode_files, estimate_packets, shares_for
+from kdissect.parallel import decode_share, finish_capture
 from kdissect.source import DecodeOptions
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,6 +81,20 @@ def test_small_captures_are_not_split() -> None:
     assert shares_for(10 << 20, 4) == 2
     assert shares_for(10 << 20, 1) == 1
     assert shares_for(1000, 3, min_share_bytes=0) == 3
+
+
+def test_captures_with_few_packets_are_not_split(tmp_path: Path) -> None:
+    # A worker costs more than it saves on a share of a few thousand packets, however many bytes.
+    pcap = REPO / "samples" / "mixed.pcap"
+    packets = sum(1 for _ in open_capture(pcap))
+    assert estimate_packets([pcap]) == packets                   # read whole: the count itself
+    assert packets / 2 <= estimate_packets([pcap], sample=50) <= packets * 2   # from the first 50: a guess
+    assert capture_shares([pcap], 4, min_share_bytes=1) == 1
+    assert capture_shares([pcap], 4, min_share_bytes=0) == 4     # splitting forced
+    gz = tmp_path / "mixed.pcap.gz"
+    gz.write_bytes(gzip.compress(pcap.read_bytes()))
+    assert estimate_packets([gz]) is None                        # compressed: size says little
+    assert estimate_packets([tmp_path / "missing.pcap"]) is None
 
 
 # A worker that cannot write its files: the file size limit (like a quota) stops it. The parent only
