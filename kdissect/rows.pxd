@@ -10,7 +10,8 @@ cdef class Tally:
 
 cdef class RowBuilder:
     cdef public object capture, options, topics, cols, kinds
-    cdef public object _position, _unresolved, _ex, _pa, _an, _rec, _api_names, _plans, _error_names
+    cdef public object _position, _unresolved, _ex, _pa, _an, _rec
+    cdef public dict _api_names, _plans, _error_names
     cpdef _api_name(self, api_key)
     cpdef _error_name(self, code)
     # The columns are lists (append in C), the body and its entries dicts (get in C).
@@ -20,9 +21,11 @@ cdef class RowBuilder:
                    a_error_code=list, a_error_name=list, a_record_count=list, a_batch_count=list, a_bytes=list,
                    a_offset=list, a_base_offset=list, a_last_offset=list, a_high_watermark=list,
                    a_compression=list)
-    cpdef _partitions(self, conn, msg, kind, Tally tally)
+    cpdef _partitions(self, conn, msg, kind, Tally tally, cid, name, ts)
     @cython.locals(ex=Exchange, req=Request, resp=Response)
     cpdef exchange(self, conn, ex, Tally tally)
+
+cpdef _plan_key(api_key, kind, version)
 
 cdef class RowOptions:
     cdef readonly object records, record_bytes, max_decompressed

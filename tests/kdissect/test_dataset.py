@@ -10,6 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kdissect
 from kdissect.tables import SCHEMAS
@@ -258,3 +260,15 @@ def test_nested_error_is_the_first_non_zero_one_and_not_text_inside_a_value():
     assert body_error(body) == (6, "NOT_LEADER_OR_FOLLOWER")
     assert body_error({"error_code": 0, "topics": []}) == (0, "NONE")
     assert body_error({"error_code": 27}) == (27, "REBALANCE_IN_PROGRESS")
+
+
+_JSON_PARTS = st.sampled_from([b'"error_code":', b"0", b"-", b"1", b"9", b"x", b",", b"{", b"}", b"null", b'"'])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_JSON_PARTS, max_size=14).map(b"".join))
+def test_a_rows_nested_error_is_the_patterns_first_match(text: bytes) -> None:
+    # The rows look for the pattern only from a key whose value does not start with 0.
+    from kdissect.rows import _NESTED_ERROR, _nested_error
+    m = _NESTED_ERROR(text)
+    assert _nested_error(text) == (int(m.group(1)) if m else 0)
