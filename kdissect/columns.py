@@ -242,7 +242,8 @@ def _packed_bools(values: list[Any]) -> tuple[bytearray, bytearray | None] | Non
 
 
 def _booleans_by_numpy(values: list[Any], type_: pa.DataType) -> pa.Array:
-    """A bool column holding something else besides (0, 1, ...): numpy's truth values, as always."""
+    """A bool column holding values other than True, False and None (0, 1, ...): numpy's truth
+    values decide, as they always have."""
     import numpy as np
     import pyarrow as pa
     objs = np.fromiter(values, dtype=object, count=len(values))
