@@ -24,7 +24,6 @@ MIN_SHARE_BYTES = 4 << 20        # captures smaller than this per job are not wo
 MIN_SHARE_PACKETS = 12_000
 
 
-
 @dataclass
 class Progress:
     """Where a decode is, for a progress display."""

@@ -36,6 +36,7 @@ _DIRECTION = {Direction.TO_BROKER: "request", Direction.TO_CLIENT: "response"}
 # escaped, so this cannot match text that merely mentions the name.
 _NESTED_ERROR = re.compile(rb'"error_code":(-?[1-9][0-9]*)').search
 _ERROR_KEY = b'"error_code":'
+_VALUE_AT = len(_ERROR_KEY)          # from where the key starts to where its value does
 
 
 def _nested_error(text: bytes) -> int:
@@ -47,10 +48,10 @@ def _nested_error(text: bytes) -> int:
     """
     at = text.find(_ERROR_KEY)
     while at >= 0:
-        if at + 13 >= len(text) or text[at + 13] != 48:     # not b"0"
+        if at + _VALUE_AT >= len(text) or text[at + _VALUE_AT] != 48:     # not b"0"
             m = _NESTED_ERROR(text, at)
             return int(m.group(1)) if m else 0
-        at = text.find(_ERROR_KEY, at + 13)
+        at = text.find(_ERROR_KEY, at + _VALUE_AT)
     return 0
 
 
