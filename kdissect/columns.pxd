@@ -19,8 +19,5 @@ cpdef object _codes(object values, dict index)
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, bits="unsigned char[::1]")
 cpdef object _bits(const unsigned char[::1] flags)
 
-@cython.locals(n=Py_ssize_t, i=Py_ssize_t, cells="double[::1]")
-cpdef object _packed_floats(object values)
-
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, bits="unsigned char[::1]")
 cpdef object _packed_bools(object values)

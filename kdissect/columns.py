@@ -150,27 +150,14 @@ def _floats(values: list[Any], type_: pa.DataType) -> pa.Array:
 
 
 def _packed_floats(values: list[Any]) -> tuple[array, bytearray | None] | None:
-    """As :func:`_packed_ints`, float64 cells of floats, ints and Nones (a C loop when compiled)."""
-    n = len(values)
-    out = array("d", bytes(8 * n))
-    cells = memoryview(out)
-    valid = None
-    for i in range(n):
-        v = values[i]
-        if v is None:
-            if valid is None:
-                valid = bytearray(b"\x01") * n
-            valid[i] = 0
-        elif type(v) is float:
-            cells[i] = v
-        elif type(v) is int:
-            try:
-                cells[i] = float(v)
-            except OverflowError:
-                return None
-        else:
-            return None
-    return out, valid
+    """Float64 cells and validity bytes (None when no cell is null) of a column of numbers and
+    Nones; None when a cell is not a number. ``array("d")`` converts each cell in C, as numpy's
+    ``float64`` would (an int, a bool); nulls become 0.0 under a cleared validity byte."""
+    valid = bytearray(v is not None for v in values) if None in values else None
+    try:
+        return array("d", values if valid is None else [0.0 if v is None else v for v in values]), valid
+    except (TypeError, OverflowError):
+        return None
 
 
 def _numbers_by_numpy(values: list[Any], type_: pa.DataType) -> pa.Array:
