@@ -265,7 +265,7 @@ class Pipeline:
                     else:
                         parse = found
                 seg = parse(data, wirelen)
-                if seg.__class__ is not tuple:
+                if type(seg) is not tuple:
                     if seg is None:
                         stats.non_tcp += 1
                     else:

@@ -9,9 +9,13 @@ from typing import Any
 import orjson
 
 from dissector.codecs import render_bytes
+from dissector.records import RecordsSummary
 from dissector.schema import error_name
 
+
 def _default(value: Any) -> Any:
+    if type(value) is RecordsSummary:  # every records field: first, without a lookup of to_dict
+        return value.to_dict()
     if isinstance(value, (bytes, bytearray, memoryview)):
         return render_bytes(bytes(value))
     to_dict = getattr(value, "to_dict", None)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from dissector.events import Anomaly, Exchange
 from dissector.topics import TopicRegistry
 
-from kdissect.columns import Buffer, TextColumn, take
+from kdissect.columns import Buffer, TextColumn, reserve, take
 from kdissect.errors import KdissectError
 from kdissect.rows import ConnectionLike, RowBuilder, RowOptions, Tally, Unresolved
 from kdissect.tables import COLUMNS
@@ -107,6 +107,8 @@ class TableWriter:
         self.rows = 0                          # written so far
         self.cols: list[Buffer] = [TextColumn() if (table, name) in _TEXT else []
                                    for name in COLUMNS[table]]
+        for col in self.cols:
+            reserve(col.ends if isinstance(col, TextColumn) else col, batch_rows)
         self.weight = 0                        # weighed bytes waiting (JSON bodies, record bytes)
         self._batch_rows = batch_rows
         self._batch_bytes = batch_bytes

@@ -4,6 +4,8 @@
 cimport cython
 from dissector.events cimport Exchange, Request, Response
 from dissector.records cimport RecordsSummary
+from kdissect.bodies cimport body_bytes
+from kdissect.columns cimport TextColumn
 
 cdef class Tally:
     cdef public object partitions, records, record_bytes
@@ -22,10 +24,14 @@ cdef class RowBuilder:
                    a_offset=list, a_base_offset=list, a_last_offset=list, a_high_watermark=list,
                    a_compression=list)
     cpdef _partitions(self, conn, msg, kind, Tally tally, cid, name, ts)
-    @cython.locals(ex=Exchange, req=Request, resp=Response)
+    # The two JSON columns are TextColumns: their append is then a C call, not a method lookup.
+    @cython.locals(ex=Exchange, req=Request, resp=Response, body=dict, request=TextColumn, response=TextColumn)
     cpdef exchange(self, conn, ex, Tally tally)
 
 cpdef _plan_key(api_key, kind, version)
+
+@cython.locals(text=bytes)
+cpdef _nested_error(text)
 
 cdef class RowOptions:
     cdef readonly object records, record_bytes, max_decompressed

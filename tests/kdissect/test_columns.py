@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from kdissect.columns import TextColumn, take, to_arrow
+from kdissect import columns
+from kdissect.columns import TextColumn, reserve, take, to_arrow
 
 REPO = Path(__file__).resolve().parents[2]
 TS = pa.timestamp("us", tz="UTC")
@@ -121,6 +123,40 @@ def test_text_cells_taken_in_two_parts() -> None:
         arr.validate(full=True)
     assert first.to_pylist() + rest.to_pylist() == [c.decode() if c is not None else None for c in cells]
     assert len(col) == 0 and to_arrow(col.take(0), pa.string()).to_pylist() == []
+
+
+class _Cell:
+    pass
+
+
+def test_a_column_list_keeps_its_memory_from_one_row_group_to_the_next() -> None:
+    col: list = []
+    reserve(col, 1000)
+    size = sys.getsizeof(col)
+    if columns._COMPILED:
+        assert size >= sys.getsizeof([None] * 1000)
+    cells = [_Cell() for _ in range(1000)]
+    alive = [weakref.ref(c) for c in cells]
+    col.extend(cells)
+    if columns._COMPILED:
+        assert sys.getsizeof(col) == size              # no growth on the way to a row group
+    del cells
+    taken = take(col, 1000)
+    assert len(taken) == 1000 and col == []
+    assert sys.getsizeof(col) == (size if columns._COMPILED else sys.getsizeof([]))
+    del taken                                          # the emptied list holds no cell
+    assert not any(r() for r in alive)
+    col.append(5)
+    assert col == [5] and take(col, 1) == [5]
+    text = TextColumn()
+    reserve(text.ends, 10)
+    for _ in range(10):
+        text.append(b"ab")
+    data, ends, valid = text.take(10)
+    assert (bytes(data), ends, bytes(valid)) == (b"ab" * 10, list(range(2, 22, 2)), b"\x01" * 10)
+    assert len(text) == 0
+    text.append(None)
+    assert text.take(1)[1:] == ([0], bytearray(b"\x00"))
 
 
 def test_a_decode_imports_neither_pandas_nor_pyarrow_before_its_first_row_group(tmp_path: Path) -> None:
