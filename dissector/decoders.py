@@ -21,7 +21,6 @@ the source: a changed generator or schema gives another source and so another ke
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import marshal
 import struct
@@ -286,6 +285,7 @@ class CodeCache(Protocol):
 
 def code_key(source: str) -> str:
     """The cache key of a decoder's source: its hash and the interpreter's bytecode version."""
+    import hashlib          # here: loading OpenSSL costs a compiled decode's start-up ~2 ms it never uses
     return hashlib.sha256(importlib.util.MAGIC_NUMBER + source.encode()).hexdigest()[:40]
 
 

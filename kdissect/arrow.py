@@ -37,6 +37,9 @@ def import_pyarrow() -> None:
     try:
         import pyarrow  # noqa: F401
         import pyarrow._compute  # noqa: F401  (tries numpy at its own import)
-        import pyarrow.parquet  # noqa: F401
+        try:
+            import pyarrow._parquet  # noqa: F401  (the writer kdissect.dataset uses)
+        except ImportError:
+            import pyarrow.parquet  # noqa: F401
     finally:
         del sys.modules["numpy"]

@@ -527,6 +527,10 @@ cpdef Py_ssize_t _req14v5_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res14v5_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+cpdef Py_ssize_t _req17v0_f1(bytes b, Py_ssize_t o, dict r) except -1
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+cpdef Py_ssize_t _res17v0_f1(bytes b, Py_ssize_t o, dict r) except -1
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req18v0_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res18v0_f2(bytes b, Py_ssize_t o, dict r) except -1
@@ -555,6 +559,30 @@ cpdef Py_ssize_t _res18v3_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req18v5_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+cpdef Py_ssize_t _req22v0_f1(bytes b, Py_ssize_t o, dict r) except -1
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+cpdef Py_ssize_t _res22v0_f1(bytes b, Py_ssize_t o, dict r) except -1
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+cpdef Py_ssize_t _req22v2_f1(bytes b, Py_ssize_t o, dict r) except -1
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+cpdef Py_ssize_t _res22v2_f1(bytes b, Py_ssize_t o, dict r) except -1
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+cpdef Py_ssize_t _req22v3_f1(bytes b, Py_ssize_t o, dict r) except -1
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+cpdef Py_ssize_t _req22v6_f1(bytes b, Py_ssize_t o, dict r) except -1
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+cpdef Py_ssize_t _res22v6_f1(bytes b, Py_ssize_t o, dict r) except -1
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+cpdef Py_ssize_t _req36v0_f1(bytes b, Py_ssize_t o, dict r) except -1
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+cpdef Py_ssize_t _res36v0_f1(bytes b, Py_ssize_t o, dict r) except -1
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+cpdef Py_ssize_t _res36v1_f1(bytes b, Py_ssize_t o, dict r) except -1
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+cpdef Py_ssize_t _req36v2_f1(bytes b, Py_ssize_t o, dict r) except -1
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+cpdef Py_ssize_t _res36v2_f1(bytes b, Py_ssize_t o, dict r) except -1
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req68v0_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res68v0_f2(bytes b, Py_ssize_t o, dict r) except -1
@@ -562,3 +590,7 @@ cpdef Py_ssize_t _res68v0_f2(bytes b, Py_ssize_t o, dict r) except -1
 cpdef Py_ssize_t _res68v0_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req68v1_f1(bytes b, Py_ssize_t o, dict r) except -1
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+cpdef Py_ssize_t _req71v0_f1(bytes b, Py_ssize_t o, dict r) except -1
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+cpdef Py_ssize_t _res71v0_f1(bytes b, Py_ssize_t o, dict r) except -1

@@ -14,6 +14,8 @@ from dissector.records import summarize as _records
 _S_Z = struct.Struct('>?').unpack_from
 _S_ZZ = struct.Struct('>??').unpack_from
 _S_ZZZ = struct.Struct('>???').unpack_from
+_S_iiZ = struct.Struct('>ii?').unpack_from
+_S_iqhZZ = struct.Struct('>iqh??').unpack_from
 
 def _req0v0_f3(b, o, r):
     r['index'] = be_int(b, o, 4); o += 4
@@ -4459,6 +4461,32 @@ def _res14v5_f1(b, o, r):
     else: o += 1
     return o
 
+def _req17v0_f1(b, o, r):
+    n = be_int(b, o, 2); o += 2
+    if n < 0: r['mechanism'] = None
+    else:
+        e = o + n
+        if e > len(b): raise Underflow('mechanism: ' + str(n) + ' bytes past the end')
+        r['mechanism'] = b[o:e].decode('utf-8', 'replace'); o = e
+    return o
+
+def _res17v0_f1(b, o, r):
+    r['error_code'] = be_int(b, o, 2); o += 2
+    n = be_int(b, o, 4); o += 4
+    if n < 0: r['mechanisms'] = None
+    else:
+        if n > len(b) - o: raise BadLength('mechanisms: ' + str(n) + ' elements but ' + str(len(b) - o) + ' bytes left')
+        a = []; r['mechanisms'] = a
+        for _ in range(n):
+            n = be_int(b, o, 2); o += 2
+            if n < 0: v = None
+            else:
+                e = o + n
+                if e > len(b): raise Underflow('mechanisms: ' + str(n) + ' bytes past the end')
+                v = b[o:e].decode('utf-8', 'replace'); o = e
+            a.append(v)
+    return o
+
 def _req18v0_f1(b, o, r):
     return o
 
@@ -4623,6 +4651,152 @@ def _req18v5_f1(b, o, r):
         if e > len(b): raise Underflow('cluster_id: ' + str(n) + ' bytes past the end')
         r['cluster_id'] = b[o:e].decode('utf-8', 'replace'); o = e
     r['node_id'] = be_int(b, o, 4); o += 4
+    if b[o]: o = _tags(b, o, r, None)
+    else: o += 1
+    return o
+
+def _req22v0_f1(b, o, r):
+    n = be_int(b, o, 2); o += 2
+    if n < 0: r['transactional_id'] = None
+    else:
+        e = o + n
+        if e > len(b): raise Underflow('transactional_id: ' + str(n) + ' bytes past the end')
+        r['transactional_id'] = b[o:e].decode('utf-8', 'replace'); o = e
+    r['transaction_timeout_ms'] = be_int(b, o, 4); o += 4
+    return o
+
+def _res22v0_f1(b, o, r):
+    r['throttle_time_ms'] = be_int(b, o, 4); r['error_code'] = be_int(b, o + 4, 2); r['producer_id'] = be_int(b, o + 6, 8); r['producer_epoch'] = be_int(b, o + 14, 2); o += 16
+    return o
+
+def _req22v2_f1(b, o, r):
+    n = b[o]; o += 1
+    if n > 127: n, o = _uvar(b, o - 1)
+    n -= 1
+    if n < 0: r['transactional_id'] = None
+    else:
+        e = o + n
+        if e > len(b): raise Underflow('transactional_id: ' + str(n) + ' bytes past the end')
+        r['transactional_id'] = b[o:e].decode('utf-8', 'replace'); o = e
+    r['transaction_timeout_ms'] = be_int(b, o, 4); o += 4
+    if b[o]: o = _tags(b, o, r, None)
+    else: o += 1
+    return o
+
+def _res22v2_f1(b, o, r):
+    r['throttle_time_ms'] = be_int(b, o, 4); r['error_code'] = be_int(b, o + 4, 2); r['producer_id'] = be_int(b, o + 6, 8); r['producer_epoch'] = be_int(b, o + 14, 2); o += 16
+    if b[o]: o = _tags(b, o, r, None)
+    else: o += 1
+    return o
+
+def _req22v3_f1(b, o, r):
+    n = b[o]; o += 1
+    if n > 127: n, o = _uvar(b, o - 1)
+    n -= 1
+    if n < 0: r['transactional_id'] = None
+    else:
+        e = o + n
+        if e > len(b): raise Underflow('transactional_id: ' + str(n) + ' bytes past the end')
+        r['transactional_id'] = b[o:e].decode('utf-8', 'replace'); o = e
+    r['transaction_timeout_ms'] = be_int(b, o, 4); r['producer_id'] = be_int(b, o + 4, 8); r['producer_epoch'] = be_int(b, o + 12, 2); o += 14
+    if b[o]: o = _tags(b, o, r, None)
+    else: o += 1
+    return o
+
+def _req22v6_f1(b, o, r):
+    n = b[o]; o += 1
+    if n > 127: n, o = _uvar(b, o - 1)
+    n -= 1
+    if n < 0: r['transactional_id'] = None
+    else:
+        e = o + n
+        if e > len(b): raise Underflow('transactional_id: ' + str(n) + ' bytes past the end')
+        r['transactional_id'] = b[o:e].decode('utf-8', 'replace'); o = e
+    r['transaction_timeout_ms'], r['producer_id'], r['producer_epoch'], r['enable2_pc'], r['keep_prepared_txn'] = _S_iqhZZ(b, o); o += 16
+    if b[o]: o = _tags(b, o, r, None)
+    else: o += 1
+    return o
+
+def _res22v6_f1(b, o, r):
+    r['throttle_time_ms'] = be_int(b, o, 4); r['error_code'] = be_int(b, o + 4, 2); r['producer_id'] = be_int(b, o + 6, 8); r['producer_epoch'] = be_int(b, o + 14, 2); r['ongoing_txn_producer_id'] = be_int(b, o + 16, 8); r['ongoing_txn_producer_epoch'] = be_int(b, o + 24, 2); o += 26
+    if b[o]: o = _tags(b, o, r, None)
+    else: o += 1
+    return o
+
+def _req36v0_f1(b, o, r):
+    n = be_int(b, o, 4); o += 4
+    if n < 0: r['auth_bytes'] = None
+    else:
+        e = o + n
+        if e > len(b): raise Underflow('auth_bytes: ' + str(n) + ' bytes past the end')
+        r['auth_bytes'] = b[o:e]; o = e
+    return o
+
+def _res36v0_f1(b, o, r):
+    r['error_code'] = be_int(b, o, 2); o += 2
+    n = be_int(b, o, 2); o += 2
+    if n < 0: r['error_message'] = None
+    else:
+        e = o + n
+        if e > len(b): raise Underflow('error_message: ' + str(n) + ' bytes past the end')
+        r['error_message'] = b[o:e].decode('utf-8', 'replace'); o = e
+    n = be_int(b, o, 4); o += 4
+    if n < 0: r['auth_bytes'] = None
+    else:
+        e = o + n
+        if e > len(b): raise Underflow('auth_bytes: ' + str(n) + ' bytes past the end')
+        r['auth_bytes'] = b[o:e]; o = e
+    return o
+
+def _res36v1_f1(b, o, r):
+    r['error_code'] = be_int(b, o, 2); o += 2
+    n = be_int(b, o, 2); o += 2
+    if n < 0: r['error_message'] = None
+    else:
+        e = o + n
+        if e > len(b): raise Underflow('error_message: ' + str(n) + ' bytes past the end')
+        r['error_message'] = b[o:e].decode('utf-8', 'replace'); o = e
+    n = be_int(b, o, 4); o += 4
+    if n < 0: r['auth_bytes'] = None
+    else:
+        e = o + n
+        if e > len(b): raise Underflow('auth_bytes: ' + str(n) + ' bytes past the end')
+        r['auth_bytes'] = b[o:e]; o = e
+    r['session_lifetime_ms'] = be_int(b, o, 8); o += 8
+    return o
+
+def _req36v2_f1(b, o, r):
+    n = b[o]; o += 1
+    if n > 127: n, o = _uvar(b, o - 1)
+    n -= 1
+    if n < 0: r['auth_bytes'] = None
+    else:
+        e = o + n
+        if e > len(b): raise Underflow('auth_bytes: ' + str(n) + ' bytes past the end')
+        r['auth_bytes'] = b[o:e]; o = e
+    if b[o]: o = _tags(b, o, r, None)
+    else: o += 1
+    return o
+
+def _res36v2_f1(b, o, r):
+    r['error_code'] = be_int(b, o, 2); o += 2
+    n = b[o]; o += 1
+    if n > 127: n, o = _uvar(b, o - 1)
+    n -= 1
+    if n < 0: r['error_message'] = None
+    else:
+        e = o + n
+        if e > len(b): raise Underflow('error_message: ' + str(n) + ' bytes past the end')
+        r['error_message'] = b[o:e].decode('utf-8', 'replace'); o = e
+    n = b[o]; o += 1
+    if n > 127: n, o = _uvar(b, o - 1)
+    n -= 1
+    if n < 0: r['auth_bytes'] = None
+    else:
+        e = o + n
+        if e > len(b): raise Underflow('auth_bytes: ' + str(n) + ' bytes past the end')
+        r['auth_bytes'] = b[o:e]; o = e
+    r['session_lifetime_ms'] = be_int(b, o, 8); o += 8
     if b[o]: o = _tags(b, o, r, None)
     else: o += 1
     return o
@@ -4817,6 +4991,45 @@ def _req68v1_f1(b, o, r):
         a = []; r['topic_partitions'] = a
         for _ in range(n):
             x = {}; a.append(x); o = _req1v13_f4(b, o, x)
+    if b[o]: o = _tags(b, o, r, None)
+    else: o += 1
+    return o
+
+def _req71v0_f1(b, o, r):
+    r['client_instance_id'] = _uuid(b, o); o += 16
+    if b[o]: o = _tags(b, o, r, None)
+    else: o += 1
+    return o
+
+def _res71v0_f1(b, o, r):
+    r['throttle_time_ms'] = be_int(b, o, 4); r['error_code'] = be_int(b, o + 4, 2); o += 6
+    r['client_instance_id'] = _uuid(b, o); o += 16
+    r['subscription_id'] = be_int(b, o, 4); o += 4
+    n = b[o]; o += 1
+    if n > 127: n, o = _uvar(b, o - 1)
+    n -= 1
+    if n < 0: r['accepted_compression_types'] = None
+    else:
+        if n > len(b) - o: raise BadLength('accepted_compression_types: ' + str(n) + ' elements but ' + str(len(b) - o) + ' bytes left')
+        r['accepted_compression_types'] = list(_unpack_from('>' + str(n) + 'b', b, o)); o += n * 1
+    r['push_interval_ms'], r['telemetry_max_bytes'], r['delta_temporality'] = _S_iiZ(b, o); o += 9
+    n = b[o]; o += 1
+    if n > 127: n, o = _uvar(b, o - 1)
+    n -= 1
+    if n < 0: r['requested_metrics'] = None
+    else:
+        if n > len(b) - o: raise BadLength('requested_metrics: ' + str(n) + ' elements but ' + str(len(b) - o) + ' bytes left')
+        a = []; r['requested_metrics'] = a
+        for _ in range(n):
+            n = b[o]; o += 1
+            if n > 127: n, o = _uvar(b, o - 1)
+            n -= 1
+            if n < 0: v = None
+            else:
+                e = o + n
+                if e > len(b): raise Underflow('requested_metrics: ' + str(n) + ' bytes past the end')
+                v = b[o:e].decode('utf-8', 'replace'); o = e
+            a.append(v)
     if b[o]: o = _tags(b, o, r, None)
     else: o += 1
     return o
@@ -5052,6 +5265,10 @@ ENTRIES = {
     (14, 'response', 4): _res14v4_f1,
     (14, 'request', 5): _req14v5_f1,
     (14, 'response', 5): _res14v5_f1,
+    (17, 'request', 0): _req17v0_f1,
+    (17, 'response', 0): _res17v0_f1,
+    (17, 'request', 1): _req17v0_f1,
+    (17, 'response', 1): _res17v0_f1,
     (18, 'request', 0): _req18v0_f1,
     (18, 'response', 0): _res18v0_f1,
     (18, 'request', 1): _req18v0_f1,
@@ -5064,8 +5281,30 @@ ENTRIES = {
     (18, 'response', 4): _res18v3_f1,
     (18, 'request', 5): _req18v5_f1,
     (18, 'response', 5): _res18v3_f1,
+    (22, 'request', 0): _req22v0_f1,
+    (22, 'response', 0): _res22v0_f1,
+    (22, 'request', 1): _req22v0_f1,
+    (22, 'response', 1): _res22v0_f1,
+    (22, 'request', 2): _req22v2_f1,
+    (22, 'response', 2): _res22v2_f1,
+    (22, 'request', 3): _req22v3_f1,
+    (22, 'response', 3): _res22v2_f1,
+    (22, 'request', 4): _req22v3_f1,
+    (22, 'response', 4): _res22v2_f1,
+    (22, 'request', 5): _req22v3_f1,
+    (22, 'response', 5): _res22v2_f1,
+    (22, 'request', 6): _req22v6_f1,
+    (22, 'response', 6): _res22v6_f1,
+    (36, 'request', 0): _req36v0_f1,
+    (36, 'response', 0): _res36v0_f1,
+    (36, 'request', 1): _req36v0_f1,
+    (36, 'response', 1): _res36v1_f1,
+    (36, 'request', 2): _req36v2_f1,
+    (36, 'response', 2): _res36v2_f1,
     (68, 'request', 0): _req68v0_f1,
     (68, 'response', 0): _res68v0_f1,
     (68, 'request', 1): _req68v1_f1,
     (68, 'response', 1): _res68v0_f1,
+    (71, 'request', 0): _req71v0_f1,
+    (71, 'response', 0): _res71v0_f1,
 }
