@@ -5,7 +5,6 @@ cimport cython
 from dissector.events cimport Exchange, Request, Response
 from dissector.records cimport RecordsSummary
 from kdissect.bodies cimport body_bytes
-from kdissect.columns cimport TextColumn
 
 cdef class Tally:
     cdef public object partitions, records, record_bytes
@@ -24,8 +23,7 @@ cdef class RowBuilder:
                    a_offset=list, a_base_offset=list, a_last_offset=list, a_high_watermark=list,
                    a_compression=list)
     cpdef _partitions(self, conn, msg, kind, Tally tally, cid, name, ts)
-    # The two JSON columns are TextColumns: their append is then a C call, not a method lookup.
-    @cython.locals(ex=Exchange, req=Request, resp=Response, body=dict, request=TextColumn, response=TextColumn)
+    @cython.locals(ex=Exchange, req=Request, resp=Response, body=dict)
     cpdef exchange(self, conn, ex, Tally tally)
 
 cpdef _plan_key(api_key, kind, version)

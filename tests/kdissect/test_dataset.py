@@ -272,3 +272,27 @@ def test_a_rows_nested_error_is_the_patterns_first_match(text: bytes) -> None:
     from kdissect.rows import _NESTED_ERROR, _nested_error
     m = _NESTED_ERROR(text)
     assert _nested_error(text) == (int(m.group(1)) if m else 0)
+
+
+def test_the_files_are_the_bytes_pyarrow_parquets_writer_makes(tmp_path: Path, monkeypatch) -> None:
+    # kdissect.dataset writes through pyarrow's inner writer, to spare a decode the import of
+    # pyarrow.parquet (and its filesystems); pyarrow.parquet.ParquetWriter is its fallback.
+    from kdissect import dataset
+
+    writer = dataset.parquet_writer(tmp_path / "empty.parquet", "anomalies", SCHEMAS["anomalies"])
+    writer.close()
+    assert type(writer) is dataset.LocalParquetFile
+    assert pq.read_table(tmp_path / "empty.parquet").schema.equals(SCHEMAS["anomalies"])
+    captures = [SAMPLES / "mixed.pcap", SAMPLES / "group-rebalance.pcap"]
+    kdissect.write_dataset(captures, tmp_path / "inner", records=True)
+
+    def moved(*args, **kwargs):
+        raise ImportError("as if pyarrow had moved its inner writer")
+
+    monkeypatch.setattr(dataset, "LocalParquetFile", moved)
+    kdissect.write_dataset(captures, tmp_path / "public", records=True)
+    files = sorted(p.relative_to(tmp_path / "inner") for p in (tmp_path / "inner").rglob("*.parquet"))
+    assert len(files) == 8
+    assert files == sorted(p.relative_to(tmp_path / "public") for p in (tmp_path / "public").rglob("*.parquet"))
+    for f in files:
+        assert (tmp_path / "inner" / f).read_bytes() == (tmp_path / "public" / f).read_bytes(), f
