@@ -40,10 +40,10 @@ from dissector.events import (
     Status,
 )
 from dissector.framing import (
-    _REQ_HEADER,
     DEFAULT_MAX_FRAME,
     MAX_PAD,
     find_request_frame,
+    known_request,
     parse_request_header,
     parse_response_header,
     plausible_request_header,
@@ -133,6 +133,11 @@ class Connection:
         self._pending_bytes = 0     # estimated memory of _pending (see Options.max_in_flight_bytes)
         self._cap_hits = 0
         self._seq = 0
+        # No request with a lower seq is still waiting. Responses come in send order, so this is
+        # nearly always the answered one's seq, and the search for older unanswered requests
+        # (the dict's first entry: after many pops from its front, a walk over their holes) is
+        # skipped.
+        self._older_from = 1
         self._seen_versions: dict[int, int] = {}
         self._sasl_raw = False
         self._sasl_mechanism: str | None = None
@@ -403,7 +408,7 @@ class Connection:
         if len(frame) < 8:
             return False
         api_key, version, corr = struct.unpack_from(">hhi", frame, 0)
-        if corr < 0 or (api_key, version) not in _REQ_HEADER:
+        if corr < 0 or not known_request(api_key, version):
             return False
         return request_frame_decodes(frame, self._decoders)
 
@@ -441,7 +446,7 @@ class Connection:
                                "as measured; reported once per connection", offset,
                                {"latency_ns": first_ts - req.last_ts}))
         pending = self._pending
-        while pending:
+        while seq > self._older_from and pending:
             for first in pending:       # the oldest request still waiting (a C loop when compiled)
                 break
             if pending[first][0] > seq:
@@ -449,6 +454,7 @@ class Connection:
             unanswered = pending.pop(first)[1]
             self._pending_bytes -= unanswered.size + _REQUEST_COST
             out.append(Exchange(unanswered, None, Status.NO_RESPONSE))
+        self._older_from = seq + 1
         if req.body is None:
             resp = Response(corr, size, first_ts, last_ts, req.api_key, req.api_version, None, None, None,
                             stream_offset=offset, raw=frame[4:])

@@ -2,7 +2,8 @@
 # decode a body is a C call (issue #8). decoders.py stays the only source; pure Python ignores this.
 
 cdef class Decoders:
-    cdef public object _records_hook, _cache, code_cache, _prebuilt
+    cdef public object _records_hook, _cache, code_cache
+    cdef public dict _prebuilt
     cpdef get(self, api_key, kind, version)
     cpdef decode(self, api_key, kind, version, b, o)
 

@@ -344,9 +344,15 @@ def _default_records_hook() -> Callable[[bytes], Any]:
     return summarize
 
 
-def _prebuilt(records_hook: Callable[[bytes], Any]) -> dict[tuple[int, str, int], Callable[[bytes, int, dict], int]]:
+def _prebuilt_key(api_key: int, kind: str, version: int) -> int:
+    """(api key, kind, version) as one int, cheaper to hash than the tuple (a negative key or
+    version gives a negative int, which no decoder has)."""
+    return api_key << 17 | version << 1 | (kind == "response")
+
+
+def _prebuilt(records_hook: Callable[[bytes], Any]) -> dict[int, Callable[[bytes, int, dict], int]]:
     """The busiest messages' decoders as compiled at install (``dissector/schema/_decoders.py``:
-    the source :func:`compile_message` writes, integers read byte by byte), by (api key, kind, version).
+    the source :func:`compile_message` writes, integers read byte by byte), by :func:`_prebuilt_key`.
 
     Empty when that module would run as Python, where it is no faster than the executed
     source, and for another records hook than the one it calls.
@@ -359,7 +365,9 @@ def _prebuilt(records_hook: Callable[[bytes], Any]) -> dict[tuple[int, str, int]
         from dissector.schema import _decoders
     except ImportError:             # a checkout without the generated module: every decoder is executed
         return {}
-    return _decoders.ENTRIES if compiled.is_compiled(_decoders) else {}
+    if not compiled.is_compiled(_decoders):
+        return {}
+    return {_prebuilt_key(*key): fn for key, fn in _decoders.ENTRIES.items()}
 
 
 class Decoders:
@@ -391,7 +399,7 @@ class Decoders:
 
     def decode(self, api_key: int, kind: str, version: int, b: bytes, o: int) -> Decoded | None:
         """Decode a body starting at ``o``; None when the schema lacks the api/version."""
-        fast = self._prebuilt.get((api_key, kind, version))
+        fast = self._prebuilt.get(api_key << 17 | version << 1 | (kind == "response"))  # _prebuilt_key
         if fast is not None and type(b) is bytes:
             r: dict[str, Any] = {}
             try:

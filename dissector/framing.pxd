@@ -3,6 +3,8 @@
 cimport cython
 from dissector.ints cimport be_int
 
+cdef dict _REQ_HEADER, _RESP_HEADER
+
 cdef class RequestHeader:
     cdef public object api_key, api_version, correlation_id, client_id, header_version, body_offset, tags
 
