@@ -16,6 +16,7 @@ _TEACHERS = {
     19: ("topics", "name", "topic_id"),     # CreateTopics
     75: ("topics", "topic_name", "topic_id"),  # DescribeTopicPartitions
 }
+TEACHING_APIS = frozenset(_TEACHERS)    # the api keys whose responses name topic ids
 
 
 class TopicRegistry:
