@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import struct
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from dissector.connection import Connection, Options
 from dissector.encoder import encode_data, request_frame, response_frame
 from dissector.events import Anomaly, Direction, Exchange, Request, SaslToken, Status
@@ -87,6 +90,32 @@ def test_unanswered_request_before_an_answered_one_is_no_response():
     events += conn.feed(C, heartbeat_resp(2), 5)
     ex = exchanges(events)
     assert [(e.correlation_id, e.status) for e in ex] == [(1, Status.NO_RESPONSE), (2, Status.OK)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.booleans(), min_size=1, max_size=12), min_size=1, max_size=4))
+def test_every_request_a_later_response_passes_over_is_reported_then(rounds: list[list[bool]]):
+    # Rounds of pipelined requests, each followed by the responses to some of them, in order.
+    # A request is reported unanswered as soon as a later one's response arrives (the
+    # connection skips that search while nothing older can be waiting), the rest at the end.
+    conn = Connection()
+    events: list = []
+    expected: list[tuple[int, Status]] = []
+    waiting: list[int] = []
+    corr = 0
+    for answered in rounds:
+        first = corr + 1
+        corr += len(answered)
+        events += conn.feed(B, b"".join(heartbeat_req(c) for c in range(first, corr + 1)), 0)
+        waiting += range(first, corr + 1)
+        for c, answer in zip(range(first, corr + 1), answered):
+            if answer:
+                events += conn.feed(C, heartbeat_resp(c), 1)
+                expected += [(w, Status.NO_RESPONSE) for w in waiting[:waiting.index(c)]] + [(c, Status.OK)]
+                waiting = waiting[waiting.index(c) + 1:]
+    events += conn.close(2)
+    expected += [(w, Status.NO_RESPONSE) for w in waiting]
+    assert [(e.correlation_id, e.status) for e in exchanges(events)] == expected
 
 
 def test_reused_correlation_id_pairs_with_latest_request():
