@@ -36,7 +36,6 @@ def import_pyarrow() -> None:
     sys.modules["numpy"] = None  # type: ignore[assignment]
     try:
         import pyarrow  # noqa: F401
-        import pyarrow._compute  # noqa: F401  (tries numpy at its own import)
         try:
             import pyarrow._parquet  # noqa: F401  (the writer kdissect.dataset uses)
         except ImportError:

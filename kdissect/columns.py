@@ -131,9 +131,48 @@ def _integers(values: list[Any], type_: pa.DataType) -> pa.Array:
     if packed is None:
         return _numbers_by_numpy(values, type_)
     cells, valid = packed
-    wide = pa.Array.from_buffers(pa.int64(), len(values), [_validity(valid), pa.py_buffer(cells)])
-    # Arrow's checked cast narrows (int8..int32): an out-of-range value is ArrowInvalid, as in pa.array.
-    return wide if type_ == wide.type else _cast(wide, type_)
+    if type_.bit_width != 64:
+        cells = _narrowed(cells, _NARROW[type_.bit_width])
+        if cells is None:
+            raise pa.ArrowInvalid(f"a value does not fit {type_}")      # as pa.array refuses it
+    return pa.Array.from_buffers(type_, len(values), [_validity(valid), pa.py_buffer(cells)])
+
+
+# Array typecodes of the narrower ints, by bit width.
+_NARROW = {array(code).itemsize * 8: code for code in "bhi"}
+
+
+def _narrowed(cells: array, typecode: str) -> array | None:
+    """Int64 ``cells`` as ``typecode``'s narrower C ints; None when one does not fit.
+
+    Compiled, C loops (``columns.pxd``). Arrow's checked cast did this before, and
+    loading Arrow's compute library for it cost every decode ~10 ms of start-up.
+    """
+    n = len(cells)
+    out = array(typecode, bytes(n * array(typecode).itemsize))
+    src = memoryview(cells)
+    if typecode == "b":
+        d8 = memoryview(out)
+        for i in range(n):
+            v = src[i]
+            if v < -128 or v > 127:
+                return None
+            d8[i] = v
+    elif typecode == "h":
+        d16 = memoryview(out)
+        for i in range(n):
+            v = src[i]
+            if v < -32768 or v > 32767:
+                return None
+            d16[i] = v
+    else:
+        d32 = memoryview(out)
+        for i in range(n):
+            v = src[i]
+            if v < -2147483648 or v > 2147483647:
+                return None
+            d32[i] = v
+    return out
 
 
 def _packed_ints(values: list[Any]) -> tuple[array, bytearray | None] | None:
@@ -292,11 +331,58 @@ def _repeated_strings(values: list[Any]) -> pa.Array:
     import pyarrow as pa
     index: dict[Any, int] = {}
     codes = _codes(values, index)
-    distinct = _string_builder(list(index))
-    if distinct.type != pa.string():
-        distinct = distinct.view(pa.string())
-    indices = pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(codes)])
-    return _take(distinct, indices)
+    distinct = _string_builder(list(index))       # each distinct value converted by Arrow, once
+    _, starts, pool = distinct.buffers()
+    expanded = _expanded(codes, array("i", starts.to_pybytes()[:4 * (len(distinct) + 1)]),
+                         pool.to_pybytes() if pool is not None else b"", index.get(None, -1))
+    if expanded is None:
+        raise pa.ArrowInvalid("a row group's text column exceeds 2 GiB")
+    offsets, data, valid = expanded
+    return pa.Array.from_buffers(pa.string(), len(values), [_validity(valid), pa.py_buffer(offsets),
+                                                          pa.py_buffer(data)])
+
+
+def _expanded(codes: array, starts: array, pool: bytes, null: int) -> tuple[array, bytearray, bytearray | None] | None:
+    """Arrow's offsets, data and validity bytes of the cells ``pool[starts[code]:starts[code + 1]]``
+    (``null``: the code of None, -1 if none); None past 2 GiB. Compiled, C loops (``columns.pxd``):
+    Arrow's ``take`` did this before, and loading Arrow's compute library for it cost every
+    decode ~10 ms of start-up."""
+    n = len(codes)
+    out = array("i", bytes(4 * (n + 1)))
+    offsets = memoryview(out)
+    code = memoryview(codes)
+    start = memoryview(starts)
+    valid = None
+    end = 0
+    for i in range(n):
+        c = code[i]
+        end += start[c + 1] - start[c]
+        if end > 2147483647:
+            return None
+        offsets[i + 1] = end
+        if c == null:
+            if valid is None:
+                valid = bytearray(b"\x01") * n
+            valid[i] = 0
+    data = bytearray(end)
+    dst = data
+    src = pool
+    for i in range(n):
+        c = code[i]
+        o = offsets[i]
+        for j in range(start[c], start[c + 1]):
+            dst[o] = src[j]
+            o += 1
+    return out, data, valid
+
+
+def _steps(step: int, n: int) -> array:
+    """Int32 offsets 0, step, 2 step ... n step: ``n`` cells of one text (a C loop when compiled)."""
+    out = array("i", bytes(4 * (n + 1)))
+    offsets = memoryview(out)
+    for i in range(1, n + 1):
+        offsets[i] = i * step
+    return out
 
 
 def _codes(values: list[Any], index: dict[Any, int]) -> array:
@@ -324,46 +410,39 @@ def _codes(values: list[Any], index: dict[Any, int]) -> array:
     return out
 
 
-def _take(values: pa.Array, indices: pa.Array) -> pa.Array:
-    # Arrow's compute kernel itself: ``Array.take`` would import the ``pyarrow.compute``
-    # wrappers first, ~50 ms of every decode's start-up spent writing docstrings.
-    try:
-        from pyarrow._compute import call_function
-    except ImportError:            # a pyarrow that moved it
-        from pyarrow.compute import call_function
-    return call_function("take", [values, indices])
-
-
 def _text(cells: tuple[bytes | bytearray, list[int], bytearray], type_: pa.DataType) -> pa.Array:
     import pyarrow as pa
     data, ends, valid = cells
     n = len(ends)
     if ends and ends[-1] >= 1 << 31:
         raise pa.ArrowInvalid("a row group's text exceeds 2 GiB")
-    offsets = array("q", b"\0" * 8)
+    large = pa.types.is_large_string(type_) or pa.types.is_large_binary(type_)
+    offsets = array("q" if large else "i", bytes(8 if large else 4))
     offsets.extend(ends)
-    # The 64-bit end offsets as a large string; Arrow's cast narrows the offsets (in C) and keeps the data.
-    wide = pa.Array.from_buffers(pa.large_string(), n, [_validity(valid), pa.py_buffer(offsets),
-                                                        pa.py_buffer(data)])
-    return _cast(wide, type_)
-
-
-def _cast(arr: pa.Array, type_: pa.DataType) -> pa.Array:
-    # The compute kernel itself, for the reason given at _take.
-    try:
-        from pyarrow._compute import CastOptions, call_function
-    except ImportError:            # a pyarrow that moved them
-        from pyarrow.compute import CastOptions, call_function
-    return call_function("cast", [arr], CastOptions.safe(type_))
+    return pa.Array.from_buffers(type_, n, [_validity(valid), pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def _repeated(value: Any, n: int, type_: pa.DataType) -> pa.Array:
-    """``n`` cells of ``value``: the value converted once, then repeated by Arrow."""
+    """``n`` cells of ``value``: the value converted once, its bytes repeated."""
     import pyarrow as pa
     if value is None:
         return pa.nulls(n, type_)
     one = to_arrow([value], type_)
-    return _take(one, pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(bytes(n))]))     # n zero codes
+    if one.null_count:                 # numpy's path makes an int beyond int64 null
+        return pa.nulls(n, type_)
+    buffers = one.buffers()
+    if pa.types.is_boolean(type_):
+        bits = (b"\xff" if one[0].as_py() else b"\0") * ((n + 7) >> 3)
+        return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(bits)])
+    if pa.types.is_string(type_) or pa.types.is_binary(type_):
+        cell = buffers[2].to_pybytes() if buffers[2] is not None else b""
+        if n * len(cell) > 2147483647:
+            raise pa.ArrowInvalid("a row group's text column exceeds 2 GiB")
+        return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(_steps(len(cell), n)), pa.py_buffer(cell * n)])
+    if pa.types.is_integer(type_) or pa.types.is_timestamp(type_):
+        width = type_.bit_width >> 3
+        return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(buffers[1].to_pybytes()[:width] * n)])
+    return pa.array([value] * n, type=type_)
 
 
 def to_arrow(values: Any, type_: pa.DataType) -> pa.Array:

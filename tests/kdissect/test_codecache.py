@@ -73,7 +73,7 @@ def test_every_sample_decodes_alike_from_cached_code(tmp_path: Path) -> None:
     prefix = tmp_path / "pycache"
     _decode(tmp_path / "cold", prefix, write=True)
     entries = list(prefix.rglob("decoders/*.code"))
-    assert len(entries) > 30                          # the samples hold dozens of kinds of message
+    assert len(entries) > 20            # the samples hold dozens of kinds of message not compiled at install
     _decode(tmp_path / "warm", prefix, write=True)
     assert sorted(prefix.rglob("decoders/*.code")) == sorted(entries)      # all read back, none added
     _decode(tmp_path / "uncached", tmp_path / "none", write=False)

@@ -40,6 +40,14 @@ CASES = [
     ([False] * 3, pa.bool_()),
     ([0.5] * 2, pa.float64()),
     ([0.0, -0.0, 0.0], pa.float64()),
+    # Each narrow width at its ends; texts repeated, empty, non-ASCII, null among repeats.
+    ([-128, 127, None, 0], pa.int8()),
+    ([-(1 << 31), (1 << 31) - 1, None], pa.int32()),
+    ([-(1 << 31)] * 3, pa.int32()),
+    (["", "", ""], pa.string()),
+    (["é漢"] * 3, pa.string()),
+    (["a", None, "a", "bb", None, "", "a"], pa.string()),
+    ([True] * 9, pa.bool_()),
     ([f"topic-{i % 300}" for i in range(700)] + [None], pa.string()),
     # Filled without numpy: validity bits across byte boundaries, ints among floats, nulls among bools.
     ([None if i % 3 == 0 else i - 9 for i in range(19)], pa.int32()),
@@ -65,6 +73,10 @@ def test_out_of_range_values_are_refused_as_pyarrow_refuses_them() -> None:
         to_arrow([1 << 20], pa.int16())
     with pytest.raises(pa.ArrowInvalid):
         to_arrow([1 << 20] * 3, pa.int16())
+    with pytest.raises(pa.ArrowInvalid):
+        to_arrow([5, None, -129], pa.int8())
+    with pytest.raises(pa.ArrowInvalid):
+        to_arrow([0, 1 << 31], pa.int32())
 
 
 def test_values_no_row_builder_writes_go_through_numpy_as_before() -> None:
@@ -84,6 +96,8 @@ import sys
 from kdissect.cli import main
 assert main(["decode", "-q", "-o", sys.argv[2], sys.argv[1]], own_process=True) == 0
 assert "pyarrow" in sys.modules and "numpy" not in sys.modules, "numpy imported by the decode command"
+# Nor Arrow's compute library, nor pyarrow.parquet's filesystems and ssl: ~20 ms of start-up.
+assert not {"pyarrow._compute", "pyarrow.fs", "ssl"} & set(sys.modules), "start-up regained an import"
 import pyarrow as pa
 from kdissect.columns import to_arrow
 assert to_arrow([1, True, None], pa.int64()).to_pylist() == [1, 1, None]     # numpy's path, after
