@@ -160,11 +160,11 @@ def install_pure_switch() -> None:
     """Called by ``dissector/__init__.py`` before anything else of the package loads."""
     if any(isinstance(f, _SourceFirst) for f in sys.meta_path):
         return
-    # Just ahead of the standard path finder, not first: a finder installed earlier that defers to
-    # the ones after it (atheris instruments the spec it gets back) must still see this one's.
     if not runs_as_python():
         # Every compiled copy is newer than its source: the finder would find nothing to switch,
         # after a few file checks for each of the package's imports (~2 ms of each start-up).
         return
+    # Just ahead of the standard path finder, not first: a finder installed earlier that defers to
+    # the ones after it (atheris instruments the spec it gets back) must still see this one's.
     at = next((i for i, f in enumerate(sys.meta_path) if f is importlib.machinery.PathFinder), len(sys.meta_path))
     sys.meta_path.insert(at, _SourceFirst(always=True))

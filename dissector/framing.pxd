@@ -3,6 +3,8 @@
 cimport cython
 from dissector.ints cimport be_int
 
+# The header-version tables as C-level dicts, read with a typed get per frame (compiled, they
+# are not module attributes: other modules ask known_request and the *_header_version functions).
 cdef dict _REQ_HEADER, _RESP_HEADER
 
 cdef class RequestHeader:

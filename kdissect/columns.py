@@ -342,7 +342,8 @@ def _repeated_strings(values: list[Any]) -> pa.Array:
                                                           pa.py_buffer(data)])
 
 
-def _expanded(codes: array, starts: array, pool: bytes, null: int) -> tuple[array, bytearray, bytearray | None] | None:
+def _expanded(codes: array, starts: array, pool: bytes,
+              null: int) -> tuple[array, bytearray, bytearray | None] | None:
     """Arrow's offsets, data and validity bytes of the cells ``pool[starts[code]:starts[code + 1]]``
     (``null``: the code of None, -1 if none); None past 2 GiB. Compiled, C loops (``columns.pxd``):
     Arrow's ``take`` did this before, and loading Arrow's compute library for it cost every
@@ -435,7 +436,8 @@ def _repeated(value: Any, n: int, type_: pa.DataType) -> pa.Array:
         bits = (b"\xff" if one[0].as_py() else b"\0") * ((n + 7) >> 3)
         return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(bits)])
     if pa.types.is_string(type_) or pa.types.is_binary(type_):
-        cell = buffers[2].to_pybytes() if buffers[2] is not None else b""
+        bounds = array("i", buffers[1].to_pybytes()[:8])
+        cell = buffers[2].to_pybytes()[bounds[0]:bounds[1]] if buffers[2] is not None else b""
         if n * len(cell) > 2147483647:
             raise pa.ArrowInvalid("a row group's text column exceeds 2 GiB")
         return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(_steps(len(cell), n)), pa.py_buffer(cell * n)])
