@@ -28,25 +28,26 @@ _SIZE = struct.Struct(">i").unpack_from
 _HHI = struct.Struct(">hhi").unpack_from
 _H = struct.Struct(">h").unpack_from
 
-# Header versions per api key and version, keyed by api_key << 16 | version: one int, not a
-# tuple to build and hash for every frame. (Versions are below 2**15; a negative api key or
-# version gives a negative key, which is never in the table.) Built once, read per frame.
+# Header versions per api key and version, keyed by api_key * 65536 + version: one int, not a
+# tuple to build and hash for every frame. Versions are below 2**15, so a negative api key or
+# version from a garbled frame gives a key no table holds (and, unlike a shift of a negative C
+# integer when compiled, the arithmetic is defined). Built once, read per frame.
 _REQ_HEADER: dict[int, int] = {}
 _RESP_HEADER: dict[int, int] = {}
 for _key in schema.api_keys():
     _lo, _hi = schema.version_range(_key)  # type: ignore[misc]
     for _v in range(_lo, _hi + 1):
-        _REQ_HEADER[_key << 16 | _v] = schema.request_header_version(_key, _v)
-        _RESP_HEADER[_key << 16 | _v] = schema.response_header_version(_key, _v)
+        _REQ_HEADER[_key * 65536 + _v] = schema.request_header_version(_key, _v)
+        _RESP_HEADER[_key * 65536 + _v] = schema.response_header_version(_key, _v)
 
 
 def known_request(api_key: int, version: int) -> bool:
     """Whether the schema has this api key and version."""
-    return (api_key << 16 | version) in _REQ_HEADER
+    return (api_key * 65536 + version) in _REQ_HEADER
 
 
 def request_header_version(api_key: int, version: int) -> int:
-    hv = _REQ_HEADER.get(api_key << 16 | version)
+    hv = _REQ_HEADER.get(api_key * 65536 + version)
     if hv is None:
         # Unknown api or a version newer than the schema: the client id is there
         # in every header version clients send today; tags only if the api is flexible.
@@ -55,7 +56,7 @@ def request_header_version(api_key: int, version: int) -> int:
 
 
 def response_header_version(api_key: int, version: int) -> int:
-    hv = _RESP_HEADER.get(api_key << 16 | version)
+    hv = _RESP_HEADER.get(api_key * 65536 + version)
     if hv is None:
         return schema.response_header_version(api_key, version) if schema.version_range(api_key) else 0
     return hv
@@ -81,7 +82,7 @@ def parse_request_header(frame: bytes) -> RequestHeader:
         api_key, version, corr = be_int(b, 0, 2), be_int(b, 2, 2), be_int(b, 4, 4)
     else:
         api_key, version, corr = _HHI(b, 0)
-    known = _REQ_HEADER.get(api_key << 16 | version)
+    known = _REQ_HEADER.get(api_key * 65536 + version)
     hv = known if known is not None else request_header_version(api_key, version)
     o = 8
     client_id = None
@@ -131,7 +132,7 @@ def plausible_request_header(buf: bytes, pos: int, max_frame: int = DEFAULT_MAX_
     size, api_key, version, corr = struct.unpack_from(">ihhi", buf, pos)
     if size < 10 or size > max_frame or corr < 0:
         return None
-    hv = _REQ_HEADER.get(api_key << 16 | version)
+    hv = _REQ_HEADER.get(api_key * 65536 + version)
     if hv is None:
         return None
     if hv == 0:

@@ -53,7 +53,7 @@ cpdef object _repeated_strings(object values)
 # The bytes through pointers: unchecked, where memoryview indexing checked each byte (~10
 # instructions a byte). Every copy stays inside the offsets the first loop computed from the
 # distinct values' own Arrow offsets ``start``, which ``data`` is sized by and ``pool`` holds.
-@cython.locals(n=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, c=Py_ssize_t, o=Py_ssize_t, end="long long",
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, c=Py_ssize_t, o=Py_ssize_t, k=Py_ssize_t, end="long long",
                offsets="int[::1]", code="const int[::1]", start="const int[::1]", valid=bytearray,
                dst="unsigned char*", src="const unsigned char*")
 cpdef object _expanded(object codes, object starts, bytes pool, Py_ssize_t null)

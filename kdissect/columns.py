@@ -13,6 +13,7 @@ pyarrow itself is imported at the first flush, not before the first packet.
 from __future__ import annotations
 
 from array import array
+from importlib.machinery import EXTENSION_SUFFIXES
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def take(col: Buffer, k: int) -> Any:
     return values
 
 
-_COMPILED = not __file__.endswith(".py")
+_COMPILED = __file__.endswith(tuple(EXTENSION_SUFFIXES))     # as dissector.compiled tells
 
 
 # A column list grown by appends is reallocated and copied dozens of times on its way to a
@@ -353,6 +354,14 @@ def _expanded(codes: array, starts: array, pool: bytes,
     offsets = memoryview(out)
     code = memoryview(codes)
     start = memoryview(starts)
+    # The copies below are unchecked when compiled: offsets that go back, or past the pool,
+    # would move them out of bounds. Arrow's builder makes none; this is a guard, not a case.
+    k = len(starts) - 1
+    if k < 0 or start[0] != 0 or start[k] > len(pool):
+        raise ValueError("text offsets outside their data")
+    for i in range(k):
+        if start[i + 1] < start[i]:
+            raise ValueError("text offsets out of order")
     valid = None
     end = 0
     for i in range(n):

@@ -5,9 +5,12 @@ from __future__ import annotations
 import ast
 import json
 import re
+import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dissector import framing, schema
 from dissector.schema import _generated
@@ -158,6 +161,20 @@ def test_header_versions(get_req, get_resp):
                 assert get_req(key, v) == (2 if flexible else 1)
             if key != 18:
                 assert get_resp(key, v) == (1 if flexible else 0)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(-(1 << 15), (1 << 15) - 1), st.integers(-(1 << 15), (1 << 15) - 1))
+def test_any_int16_api_key_and_version_reads_as_the_schema_says(api_key: int, version: int):
+    # The header tables are keyed by one int: a garbled frame's negative key or version must
+    # neither match another api's entry nor fail; unknown ones get the fallback header version.
+    known = schema.version_range(api_key)
+    assert framing.known_request(api_key, version) == (known is not None and known[0] <= version <= known[1])
+    hdr = framing.parse_request_header(struct.pack(">hhih", api_key, version, 7, -1) + b"\x00")
+    assert (hdr.api_key, hdr.api_version, hdr.correlation_id) == (api_key, version, 7)
+    assert hdr.header_version == framing.request_header_version(api_key, version)
+    if known is not None and known[0] <= version <= known[1]:
+        assert hdr.header_version == schema.request_header_version(api_key, version)
 
 
 def test_error_table():

@@ -139,6 +139,16 @@ def test_text_cells_taken_in_two_parts() -> None:
     assert len(col) == 0 and to_arrow(col.take(0), pa.string()).to_pylist() == []
 
 
+def test_text_offsets_that_would_move_the_unchecked_copies_out_of_bounds_are_refused() -> None:
+    from array import array
+    codes = array("i", [0, 1, 0])
+    assert columns._expanded(codes, array("i", [0, 2, 3]), b"abc", -1)[:2] == (array("i", [0, 2, 3, 5]),
+                                                                               bytearray(b"abcab"))
+    for starts, pool in ((array("i", [0, 5]), b"ab"), (array("i", [0, 3, 1]), b"abc"), (array("i", [1, 2]), b"ab")):
+        with pytest.raises(ValueError):
+            columns._expanded(array("i", [0]), starts, pool, -1)
+
+
 class _Cell:
     pass
 
