@@ -243,6 +243,14 @@ PARSERS: dict[int, Parser] = {
 }
 
 
+# Link types whose TCP/IPv4 frames fast_ipv4 reads (directly, or with the same flow key through ipv4):
+# (IP header offset, ethertype offset or -1). Readers that drop other shares' packets hash only these.
+IPV4_AT: dict[int, tuple[int, int]] = {
+    linktypes.ETHERNET: (14, 12), linktypes.LINUX_SLL: (16, 14), linktypes.LINUX_SLL2: (20, 0),
+    linktypes.RAW: (0, -1), linktypes.RAW_12: (0, -1), linktypes.RAW_14: (0, -1), linktypes.IPV4: (0, -1),
+}
+
+
 def parser_for(linktype: int) -> Parser | None:
     return PARSERS.get(linktype)
 

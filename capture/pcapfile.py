@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator
+from importlib.machinery import EXTENSION_SUFFIXES
 
-from capture.records import RawRecord, problem
+from capture.packet import IPV4_AT
+from capture.records import Dropped, RawRecord, problem
+from capture.shard import Dropping, Share
 from capture.stream import CHUNK, ByteStream
 from dissector.events import Anomaly
 
 MAX_SNAPLEN = 262144           # libpcap's and Wireshark's cap on a sane record
 RESYNC_WINDOW = 1 << 20        # how far past a corrupt record header to look for the next good one
+
+_COMPILED = __file__.endswith(tuple(EXTENSION_SUFFIXES))     # as dissector.compiled tells
 
 # magic -> (byte order, ns per fraction unit, record header length)
 MAGICS: dict[bytes, tuple[str, int, int]] = {
@@ -40,6 +45,19 @@ class PcapReader:
         self.snaplen = 0
         self.caplen_over_wirelen = 0     # records whose caplen exceeds their original length
         self.records = 0
+        self.last_ts = 0                 # of the last record read, dropped or not (set when reading ends)
+        self._dropping = Dropping()
+
+    def drop_foreign(self, share: Share, seen: int = 0) -> bool:
+        """Drop the packets of connections another share decodes before they are read into Python
+        objects; runs of them are yielded as their number (see :class:`capture.shard.Dropping`).
+        ``seen``: records before this file's first (a rotated capture's earlier files). Only the
+        compiled reader does it (it costs a C hash of the frame); True when it will.
+        """
+        if not _COMPILED or share.count <= 1:
+            return False
+        self._dropping = Dropping(share, seen)
+        return True
 
     def close(self) -> None:
         self._stream.close()
@@ -64,6 +82,9 @@ class PcapReader:
         soft = snaplen if 0 < snaplen < limit else limit    # above: inconsistent; above limit: corrupt
         over_snap = False
         little = order == "<"
+        dropping = self._dropping
+        base = dropping.seen
+        l3, ethertype_at = IPV4_AT.get(linktype, (-1, -1)) if dropping.count > 1 else (-1, -1)
         unpack = struct.Struct(order + "IIII").unpack_from
         ns = 1_000_000_000
         buf = b""
@@ -85,14 +106,16 @@ class PcapReader:
                     pos = 0
                     n = len(buf)
                     continue
-                batch: list[RawRecord] = []
-                pos_after = _plain_records(buf, pos, n, hlen, little, frac_ns, soft, linktype, batch)
+                batch: list[RawRecord | Dropped] = []
+                dropping.seen = base + count
+                pos_after = _plain_records(buf, pos, n, hlen, little, frac_ns, soft, linktype, l3, ethertype_at,
+                                           dropping, batch)
                 if batch:
-                    last_ts = batch[-1][0]
-                    for rec in batch:
-                        count += 1
-                        yield rec
+                    last_ts = dropping.last_ts
+                    count = dropping.seen - base
                     pos = pos_after
+                    for rec in batch:
+                        yield rec  # type: ignore[misc]  # records and Dropped runs
                     continue
                 # The record at pos needs more bytes, goes past the snaplen, or is longer than its packet.
                 sec, frac, caplen, wirelen = unpack(buf, pos)
@@ -152,6 +175,7 @@ class PcapReader:
                         yield (last_ts, linktype, buf[pos + hlen:], max(wirelen, caplen))
         finally:
             self.records = count
+            self.last_ts = last_ts
             self.caplen_over_wirelen = over
             for p in stream.problems:
                 p.ts = last_ts
@@ -201,16 +225,27 @@ class PcapReader:
 
 
 def _plain_records(b: bytes, pos: int, n: int, hlen: int, little: bool, frac_ns: int, soft: int,
-                   linktype: int, out: list[RawRecord]) -> int:
+                   linktype: int, l3: int, ethertype_at: int, dropping: Dropping,
+                   out: list[RawRecord | Dropped]) -> int:
     """Append the records from ``pos`` on that need nothing said about them (whole in ``b``,
     within the snaplen, no longer than their packet) to ``out``; return where the first other
     one starts. The reader's loop, which handles that one, yields these as they are.
+    ``dropping.seen`` and ``.last_ts`` count and time every record taken, kept or not.
+
+    With ``l3`` >= 0 (compiled only: see :meth:`PcapReader.drop_foreign`), a TCP/IPv4 frame whose IP
+    header is at ``l3`` and whose connection is another share's is dropped, and each run of
+    dropped records goes to ``out`` as its length.
 
     Compiled (``pcapfile.pxd``), a C loop over a pointer into ``b`` (every read is inside the
     ``n`` bytes checked) where a record cost ~4,000 instructions in the generator's ``struct``
     call, Python-int arithmetic and slicing; as Python it reads the same fields byte by byte.
     """
     p = b
+    seen = dropping.seen
+    index = dropping.index
+    count = dropping.count
+    dropped = 0
+    ts = 0
     while n - pos >= hlen:
         if little:
             sec = p[pos] | (p[pos + 1] << 8) | (p[pos + 2] << 16) | (p[pos + 3] << 24)
@@ -225,6 +260,20 @@ def _plain_records(b: bytes, pos: int, n: int, hlen: int, little: bool, frac_ns:
         end = pos + hlen + caplen
         if caplen > soft or end > n or caplen > wirelen:
             break
-        out.append((sec * 1_000_000_000 + frac * frac_ns, linktype, p[pos + hlen:end], wirelen))
+        ts = sec * 1_000_000_000 + frac * frac_ns
+        seen += 1
+        if l3 >= 0 and seen & 4095 and _ipv4_share(p + pos + hlen, caplen,  # type: ignore  # noqa: F821
+                                                   l3, ethertype_at, count) not in (-1, index):
+            dropped += 1
+        else:
+            if dropped:
+                out.append(dropped)
+                dropped = 0
+            out.append((ts, linktype, p[pos + hlen:end], wirelen))
         pos = end
+    if dropped:
+        out.append(dropped)
+    if seen != dropping.seen:
+        dropping.seen = seen
+        dropping.last_ts = ts
     return pos

@@ -10,10 +10,15 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib.machinery import EXTENSION_SUFFIXES
 
+from capture.packet import IPV4_AT
 from capture.records import RawRecord, problem
+from capture.shard import Dropping, Share, frame_share
 from capture.stream import CHUNK, ByteStream
 from dissector.events import Anomaly
+
+_COMPILED = __file__.endswith(tuple(EXTENSION_SUFFIXES))     # as dissector.compiled tells
 
 SHB = 0x0A0D0D0A
 IDB, PB, SPB, NRB, ISB, EPB = 1, 2, 3, 4, 5, 6
@@ -88,6 +93,15 @@ class PcapngReader:
         self._pos = 0
         self._base = 0          # file offset of _buf[0]
         self._order = "<"       # byte order of the current section
+        self.last_ts = 0        # of the last record read, dropped or not (set when reading ends)
+        self._dropping = Dropping()
+
+    def drop_foreign(self, share: Share, seen: int = 0) -> bool:
+        """As :meth:`capture.pcapfile.PcapReader.drop_foreign`, for the Enhanced Packet Blocks of the fast path."""
+        if not _COMPILED or share.count <= 1:
+            return False
+        self._dropping = Dropping(share, seen)
+        return True
 
     def close(self) -> None:
         self._stream.close()
@@ -120,7 +134,11 @@ class PcapngReader:
         spb_note = False
         # Per interface: linktype, and ts = units * mul // div + offset; div is 0 when mul
         # units are whole nanoseconds (the usual µs and ns), which spares the division.
-        conv: list[tuple[int, int, int, int]] = []
+        # With l3, et_at: where fast_ipv4 reads the frame, when other shares' packets are dropped (else -1).
+        conv: list[tuple[int, int, int, int, int, int]] = []
+        dropping = self._dropping
+        base, shares, mine = dropping.seen, dropping.count, dropping.index
+        dropped = 0
         try:
             while True:
                 # Fast path: whole, consistent Enhanced Packet Blocks without options, one after
@@ -133,12 +151,22 @@ class PcapngReader:
                     if (btype != EPB or end > n or iface >= len(conv) or caplen > wirelen
                             or blen != 32 + ((caplen + 3) & ~3) or u32(buf, end - 4)[0] != blen):
                         break
-                    lt, mul, div, off = conv[iface]
+                    lt, mul, div, off, l3, et_at = conv[iface]
                     last_ts = (((hi << 32) | lo) * mul // div if div else ((hi << 32) | lo) * mul) + off
                     count += 1
                     start = pos + 28
                     pos = end
+                    if (l3 >= 0 and (base + count) & 4095
+                            and frame_share(buf, start, caplen, l3, et_at, shares) not in (-1, mine)):
+                        dropped += 1
+                        continue
+                    if dropped:
+                        yield dropped  # type: ignore[misc]  # a Dropped run
+                        dropped = 0
                     yield (last_ts, lt, buf[start:start + caplen], wirelen)
+                if dropped:
+                    yield dropped  # type: ignore[misc]  # a Dropped run
+                    dropped = 0
                 self._pos = pos
                 if not self._fill(8):
                     left = len(self._buf) - self._pos
@@ -251,7 +279,8 @@ class PcapngReader:
                         continue
                     itf = _interface(buf, pos, blen, order)
                     ifaces.append(itf)
-                    conv.append((itf.linktype, itf.mul, 0 if itf.div == 1 else itf.div, itf.offset_ns))
+                    conv.append((itf.linktype, itf.mul, 0 if itf.div == 1 else itf.div, itf.offset_ns,
+                                 *(IPV4_AT.get(itf.linktype, (-1, -1)) if shares > 1 else (-1, -1))))
                 elif btype == ISB and blen >= 24:
                     self._statistics(buf, pos, blen, order, last_ts, ifaces)
                 elif btype == DSB and blen >= 20:
@@ -260,6 +289,7 @@ class PcapngReader:
                         self.tls_secrets.append(bytes(buf[pos + 16:pos + 16 + slen]))
         finally:
             self.records = count
+            self.last_ts = last_ts
             self.caplen_over_wirelen = over
             for p in self._stream.problems:
                 p.ts = last_ts

@@ -238,8 +238,24 @@ class Pipeline:
         parse: Parser = _unsupported
         npk = nseg = 0
         ts = 0
+        dropped = False
+        if foreign is not None and ports is None:
+            # The reader may drop other shares' TCP/IPv4 packets itself, before they are Python objects.
+            drop = getattr(source, "drop_foreign", None)
+            if drop is not None:
+                drop(self.options.share)
         try:
-            for ts, lt, data, wirelen in source:
+            for rec in source:
+                if type(rec) is int:
+                    # That many TCP segments the reader dropped for another share (capture.shard.Dropping).
+                    dropped = True
+                    npk += rec
+                    nseg += rec
+                    stats.packets = npk
+                    if problems:
+                        yield from self._source_problems(problems)
+                    continue
+                ts, lt, data, wirelen = rec  # type: ignore[misc]
                 npk += 1
                 # Kept current per packet: it is the clock every share of a capture agrees on.
                 stats.packets = npk
@@ -288,6 +304,8 @@ class Pipeline:
                 evs = _established(self, flow, h, hs, peer, seg, seq, ack, flags, payload, missing, ts)
                 if evs:
                     yield from evs
+            if dropped:
+                ts = source.last_ts  # type: ignore[union-attr]  # the last record's, as without dropping
             if problems:
                 yield from self._source_problems(problems)
             if final:

@@ -3,7 +3,8 @@
 A record is a plain tuple ``(ts_ns, linktype, data, wirelen)`` rather than a
 dataclass: one is made per packet, and tuples are the cheapest object Python has.
 Damage is appended to the source's ``problems`` list (drained by the pipeline
-between records), so the per-record path never has to check a record's type.
+between records), so the per-record path never has to check a record's type (but for the
+runs of records a reader drops for another share, see ``Dropped``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from dissector.events import Anomaly
 
 # (capture timestamp in ns since the epoch, link type, captured bytes, original length)
 RawRecord = tuple[int, int, bytes, int]
+# A file reader asked to drop other shares' packets (``drop_foreign``, capture.shard.Dropping)
+# yields each run of them as an int, their number, between the records it keeps.
+Dropped = int
 
 
 class RecordSource(Protocol):
@@ -24,6 +28,7 @@ class RecordSource(Protocol):
     bytes_read: int              # bytes consumed from the underlying file/socket (for progress)
     size: int | None             # total bytes to read when known (file size), else None
 
+    # Typed as records: a Dropped run comes only after drop_foreign, which only the pipeline calls.
     def __iter__(self) -> Iterator[RawRecord]: ...
 
     def close(self) -> None: ...

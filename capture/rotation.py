@@ -34,6 +34,7 @@ from capture.errors import CaptureError
 from capture.pcapfile import MAGICS, MAX_SNAPLEN
 from capture.pcapng import _interface
 from capture.records import RawRecord, RecordSource, problem
+from capture.shard import Share
 from dissector.events import Anomaly
 
 NS = 1_000_000_000
@@ -341,10 +342,18 @@ class ChainSource:
         sizes = [_size(p) for p in self.paths]
         self.size: int | None = None if None in sizes else sum(sizes)  # type: ignore[arg-type]
         self.records = 0
+        self.last_ts = 0        # of the last record read, dropped or not
         self._done_bytes = 0
         self._done_over = 0
         self._current: RecordSource | None = self._adopt(open_capture(self.paths[0]))
         self._first = self._current
+        self._share: Share | None = None
+
+    def drop_foreign(self, share: Share) -> bool:
+        """As the readers' ``drop_foreign``, for every file: their record counts run on."""
+        self._share = share
+        drop = getattr(self._first, "drop_foreign", None)
+        return drop is not None and bool(drop(share))
 
     def _adopt(self, reader: RecordSource) -> RecordSource:
         reader.problems = self.problems
@@ -362,22 +371,31 @@ class ChainSource:
 
     def __iter__(self) -> Iterator[RawRecord]:
         last_ts = 0
+        seen = 0                # records so far, dropped ones included: the count the pipeline keeps
         for i, path in enumerate(self.paths):
             if i == 0:
                 reader = self._first
             else:
                 try:
                     reader = self._current = self._adopt(open_capture(path))
+                    if self._share is not None and hasattr(reader, "drop_foreign"):
+                        reader.drop_foreign(self._share, seen)
                 except CaptureError as exc:
                     self.problems.append(problem("capture_corrupt", last_ts,
                                                  f"{exc}; the rotated capture goes on with the next file"))
                     continue
             try:
                 for rec in reader:  # type: ignore[union-attr]
-                    last_ts = rec[0]
+                    if type(rec) is int:        # a run of records dropped for another share
+                        seen += rec  # type: ignore[unreachable]
+                    else:
+                        seen += 1
+                        last_ts = rec[0]
                     yield rec
+                last_ts = getattr(reader, "last_ts", last_ts)
             finally:
                 self._finish(reader)  # type: ignore[arg-type]
+            self.last_ts = last_ts
 
     def _finish(self, reader: RecordSource) -> None:
         self._done_bytes += reader.bytes_read

@@ -11,14 +11,31 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from importlib.machinery import EXTENSION_SUFFIXES
 
-from capture.packet import reverse_key
+from capture.packet import fast_ipv4, reverse_key
+
+_COMPILED = __file__.endswith(tuple(EXTENSION_SUFFIXES))     # as dissector.compiled tells
 
 
 def share_of(key: bytes, shares: int) -> int:
     """The share (0..shares-1) of the connection whose packets carry flow key ``key`` (either direction)."""
     rkey = reverse_key(key)
     return zlib.crc32(key if key < rkey else rkey) % shares
+
+
+def frame_share(buf: bytes, start: int, caplen: int, l3: int, ethertype_at: int, count: int) -> int:
+    """The share of the connection of the frame ``buf[start:start + caplen]`` if ``fast_ipv4`` reads
+    it as TCP/IPv4 with its IP header at ``l3``, else -1. Compiled, a C hash of the frame in place
+    (``shard.pxd``), so a reader can drop another share's packet without making a Python object.
+    """
+    if start < 0 or caplen < 0 or start + caplen > len(buf) or count < 1:
+        return -1
+    if _COMPILED:
+        p = buf
+        return _ipv4_share(p + start, caplen, l3, ethertype_at, count)  # type: ignore  # noqa: F821 - shard.pxd
+    seg = fast_ipv4(buf[start:start + caplen], l3, ethertype_at)
+    return -1 if seg is None else share_of(seg[0], count)
 
 
 @dataclass(frozen=True)
@@ -35,6 +52,26 @@ class Share:
     @property
     def whole(self) -> bool:
         return self.count == 1
+
+
+class Dropping:
+    """A record reader's note of which share it keeps, for readers that drop the others' packets
+    before they become Python objects (``drop_foreign``; compiled readers only).
+
+    ``seen`` counts every record read so far, dropped or not, across the files of a rotated
+    capture: the pipeline's packet count is the clock all shares agree on (cross-share topic
+    names depend on it), so a run of dropped records reaches the pipeline as one int, their
+    number. The 4096th records are never dropped: the pipeline's periodic work (idle sweeps,
+    hole expiry) runs at those packets with their timestamps, the same in every share.
+    """
+
+    __slots__ = ("count", "index", "last_ts", "seen")
+
+    def __init__(self, share: Share | None = None, seen: int = 0) -> None:
+        self.index = share.index if share is not None else 0
+        self.count = share.count if share is not None else 1     # 1: keep everything
+        self.seen = seen
+        self.last_ts = 0
 
 
 class ShareFilter:

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from capture import CaptureOptions, Pipeline
-from capture.packet import reverse_key
-from capture.shard import Share, ShareFilter, share_of
+from capture import CaptureOptions, Pipeline, pcapfile
+from capture.packet import IPV4_AT, fast_ipv4, reverse_key
+from capture.rotation import open_captures
+from capture.shard import Share, ShareFilter, frame_share, share_of
+from dissector.compiled import is_compiled
 from tests.capture import pcaptools as pt
+from tests.capture.test_rotation import need
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
 def interleaved(connections: int) -> list:
@@ -62,3 +71,80 @@ def test_a_share_remembers_foreign_connections_within_its_limit() -> None:
 def test_a_share_must_exist() -> None:
     with pytest.raises(ValueError):
         Share(3, 3)
+
+
+def _dropped(records: list, share: Share) -> list:
+    """Which of ``records`` a reader dropping ``share``'s foreign packets drops (None) and keeps, worked
+    out in Python: fast-path TCP/IPv4 frames of another share's connections, never a 4096th record."""
+    out = []
+    for i, rec in enumerate(records, 1):
+        at = IPV4_AT.get(rec[1])
+        seg = fast_ipv4(rec[2], *at) if at is not None else None
+        out.append(None if i & 4095 and seg is not None and share_of(seg[0], share.count) != share.index else rec)
+    return out
+
+
+def _expanded(got: list) -> list:
+    return [x for r in got for x in ([None] * r if type(r) is int else [r])]
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+@pytest.mark.parametrize("shares", [2, 3])
+def test_a_compiled_reader_drops_exactly_the_other_shares_packets(shares: int, fmt: str, tmp_path: Path) -> None:
+    """Over a rotated set (so the record count runs on across files and passes 4096), sample captures
+    of real clients: the C hash of the frame agrees with share_of, runs come as their length, and the
+    counts and the last timestamp are those of reading everything. pcapng as Wireshark writes it."""
+    files = [str(SAMPLES / "group-rebalance.pcap"), str(SAMPLES / "mixed.pcap"), str(SAMPLES / "group-rebalance.pcap")]
+    if fmt == "pcapng":
+        for i, f in enumerate(files):
+            files[i] = str(tmp_path / f"{i}.pcapng")
+            subprocess.run([need("editcap"), "-F", "pcapng", f, files[i]], check=True)
+    plain = open_captures(files)
+    records = list(plain)
+    assert len(records) > 4096
+    for k in range(shares):
+        source = open_captures(files)
+        if not source.drop_foreign(Share(k, shares)):
+            assert not is_compiled(pcapfile)
+            pytest.skip("only the compiled reader drops packets")
+        got = list(source)
+        assert _expanded(got) == _dropped(records, Share(k, shares))
+        assert all(type(r) is tuple or r > 0 for r in got)
+        assert len(got) < 0.8 * len(records)
+        assert (source.records, source.last_ts) == (plain.records, plain.last_ts) == (len(records), records[-1][0])
+
+
+def test_a_share_decodes_the_same_whether_its_reader_drops_packets_or_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    pcap = str(SAMPLES / "mixed.pcap")
+
+    def share_events(k: int) -> list[str]:
+        return [repr(ce.event) for ce in Pipeline(CaptureOptions(share=Share(k, 2))).run(open_captures([pcap]))]
+
+    dropping = [share_events(k) for k in range(2)]
+    monkeypatch.setattr(pcapfile.PcapReader, "drop_foreign", lambda self, share, seen=0: False)
+    assert [share_events(k) for k in range(2)] == dropping
+    assert all(dropping)
+
+
+_ADDR = st.tuples(*[st.integers(0, 255)] * 4).map(lambda t: ".".join(map(str, t)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(src=_ADDR, dst=_ADDR, sport=st.integers(0, 65535), dport=st.integers(0, 65535),
+       count=st.integers(1, 9), framing=st.sampled_from([(1, pt.ether), (113, pt.sll), (276, pt.sll2),
+                                                         (101, lambda ip: ip)]),
+       options=st.sampled_from([b"", b"\x01\x01\x08\x0a" + bytes(8)]), cut=st.integers(0, 3))
+def test_the_frame_hash_is_share_of_on_the_key_fast_ipv4_reads(src: str, dst: str, sport: int, dport: int,
+                                                               count: int, framing: tuple, options: bytes,
+                                                               cut: int) -> None:
+    """Addresses and ports no test capture has: the C hash (compiled) or its Python twin, against share_of;
+    -1 where fast_ipv4 does not read the frame (a cut IP header, a frame shorter than its IP length)."""
+    linktype, wrap = framing
+    data = wrap(pt.ipv4(src, dst, pt.tcp(sport, dport, 1, 2, payload=b"kafka", options=options)))
+    data = data[:len(data) - cut * 20]
+    l3, et_at = IPV4_AT[linktype]
+    seg = fast_ipv4(data, l3, et_at)
+    want = -1 if seg is None else share_of(seg[0], count)
+    padded = b"xy" + data + b"z"
+    assert frame_share(padded, 2, len(data), l3, et_at, count) == want
+    assert (seg is None) == (cut > 0)
