@@ -25,6 +25,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from importlib.machinery import EXTENSION_SUFFIXES
 from typing import Any
 
 from dissector.compiled import inheritable
@@ -39,6 +40,8 @@ from dissector.errors import (
 )
 from dissector.ints import be_int, be_uint
 from dissector.legacy import LEGACY_MIN_SIZE, LegacyMessage, count_wrapper, decode_message
+
+_COMPILED = __file__.endswith(tuple(EXTENSION_SUFFIXES))     # as dissector.compiled tells
 
 __all__ = [
     "ControlRecord",
@@ -297,6 +300,19 @@ class RecordsSummary:
             "error": self.error,
             "error_offset": self.error_offset,
         }
+
+    def json_bytes(self) -> bytes | None:
+        """:meth:`to_dict` as compact JSON, as orjson writes it, or None: then the caller serializes
+        the dict. Compiled, a C writer (``records.pxd``) that gives None only for values it would not
+        write the same way (an escaped string, an int past 64 bits); as Python always None."""
+        if _COMPILED:
+            return _summary_json((  # noqa: F821 - records.pxd, compiled only
+                self.total_bytes, self.magics, self.batch_count, self.record_count, self.legacy_wrappers,
+                self.first_offset, self.last_offset, self.first_timestamp, self.max_timestamp, self.codec,
+                self.producer_id, self.producer_epoch, self.base_sequence, self.transactional, self.control,
+                self.crc_checked, self.crc_failures, self.first_crc, self.partial_tail, self.tail_bytes,
+                self.error, self.error_offset))
+        return None
 
 
 inheritable(RecordsSummary)     # dissector.v07.messages.MessageSetSummary

@@ -15,7 +15,8 @@ from dissector.schema import error_name
 
 def _default(value: Any) -> Any:
     if type(value) is RecordsSummary:  # every records field: first, without a lookup of to_dict
-        return value.to_dict()
+        text = value.json_bytes()
+        return value.to_dict() if text is None else _Fragment(text)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return render_bytes(bytes(value))
     to_dict = getattr(value, "to_dict", None)
@@ -33,6 +34,7 @@ _STR_KEYS = orjson.OPT_PASSTHROUGH_DATACLASS
 # Non-string keys are the raw unknown tags, keyed by tag number.
 _OPTIONS = orjson.OPT_NON_STR_KEYS | _STR_KEYS
 _dumps = orjson.dumps
+_Fragment = orjson.Fragment     # JSON written already: the records summary's (RecordsSummary.json_bytes)
 _EncodeError = orjson.JSONEncodeError
 
 
