@@ -50,12 +50,12 @@ class Codec(enum.IntEnum):
     ZSTD = 4
 
 
-_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
+CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")   # by codec id, 0..4
 
 
 def codec_name(codec: int) -> str:
     """``none/gzip/snappy/lz4/zstd``, or ``unknown(N)`` for ids 5..7."""
-    return _NAMES[codec] if 0 <= codec < 5 else f"unknown({codec})"
+    return CODEC_NAMES[codec] if 0 <= codec < 5 else f"unknown({codec})"
 
 
 def decompress(codec: int, data: bytes, limit: int) -> bytes:
