@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
+from importlib.machinery import EXTENSION_SUFFIXES
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from capture.flows import ConnectionInfo
 from dissector.events import KAFKA_PROTOCOL, Anomaly, Direction, Exchange, Request, Response
 from dissector.records import DEFAULT_MAX_DECOMPRESSED, RecordBatch, RecordsSummary, decode_records
 from dissector import schema
@@ -36,6 +38,7 @@ _DIRECTION = {Direction.TO_BROKER: "request", Direction.TO_CLIENT: "response"}
 # escaped, so this cannot match text that merely mentions the name.
 _NESTED_ERROR = re.compile(rb'"error_code":(-?[1-9][0-9]*)').search
 _ERROR_KEY = b'"error_code":'
+_COMPILED = __file__.endswith(tuple(EXTENSION_SUFFIXES))     # as dissector.compiled tells
 _VALUE_AT = len(_ERROR_KEY)          # from where the key starts to where its value does
 
 
@@ -46,13 +49,23 @@ def _nested_error(text: bytes) -> int:
     which cost more than the rest of the error lookup, runs only from a key whose value does
     not, and finds what it would have found from the start.
     """
-    at = text.find(_ERROR_KEY)
+    at = _find(text, _ERROR_KEY, 0)
     while at >= 0:
         if at + _VALUE_AT >= len(text) or text[at + _VALUE_AT] != 48:     # not b"0"
             m = _NESTED_ERROR(text, at)
             return int(m.group(1)) if m else 0
-        at = text.find(_ERROR_KEY, at + _VALUE_AT)
+        at = _find(text, _ERROR_KEY, at + _VALUE_AT)
     return 0
+
+
+def _find(text: bytes, key: bytes, start: int) -> int:
+    """``text.find(key, start)`` (0 <= start <= len(text)). Compiled, C's ``memmem`` on the bytes
+    themselves (rows.pxd): the method call cost more than the search in a response's JSON."""
+    if _COMPILED:
+        p = text
+        k = key
+        return _memmem_at(p, len(text), k, len(key), start)  # type: ignore  # noqa: F821 - rows.pxd
+    return text.find(key, start)
 
 
 class ConnectionLike(Protocol):
@@ -132,7 +145,8 @@ class RowBuilder:
          inferred) = self._ex
         req, resp = ex.request, ex.response
         first = req if req is not None else resp
-        protocol = first.protocol  # type: ignore[union-attr]
+        # (Exactly a Request or Response: Kafka's protocol, without a lookup of the class attribute.)
+        protocol = KAFKA_PROTOCOL if type(first) is Request or type(first) is Response else first.protocol
         if req is not None:
             api_key = req.api_key
             version = req.api_version
@@ -165,14 +179,18 @@ class RowBuilder:
         else:
             resp_json = code = ename = throttle_ms = None
         st = ex.status._value_             # not .value or a dict lookup: both run Python code in enum
-        cid = conn.id
+        if type(conn) is ConnectionInfo:      # capture's: compiled, its fields are C struct reads (rows.pxd)
+            ci = conn
+            cid, cip, cport, bip, bport, tls = ci.id, ci.client_ip, ci.client_port, ci.broker_ip, ci.broker_port, ci.tls
+        else:
+            cid, cip, cport, bip, bport = conn.id, conn.client_ip, conn.client_port, conn.broker_ip, conn.broker_port
+            tls = getattr(conn, "tls", None)
         capture.append(self.capture)
         connection.append(cid)
-        client_ip.append(conn.client_ip)
-        client_port.append(conn.client_port)
-        broker_ip.append(conn.broker_ip)
-        broker_port.append(conn.broker_port)
-        tls = getattr(conn, "tls", None)
+        client_ip.append(cip)
+        client_port.append(cport)
+        broker_ip.append(bip)
+        broker_port.append(bport)
         if tls is not None:
             tls_version.append(tls.version)
             tls_cipher.append(tls.cipher)
@@ -241,11 +259,20 @@ class RowBuilder:
                     name: str | None, ts: int) -> None:
         """One row per topic-partition entry of ``msg`` (see :func:`dissector.views.partition_rows`), whose
         connection id, api name and time in µs are ``cid``, ``name`` and ``ts``."""
-        if msg.protocol != KAFKA_PROTOCOL:
+        # The exact types first: compiled, their fields are C struct reads (rows.pxd), where
+        # an untyped ``msg`` costs a type-dictionary lookup per field; their protocol is Kafka's.
+        if type(msg) is Request:
+            rq = msg
+            api_key, version, body, corr = rq.api_key, rq.api_version, rq.body, rq.correlation_id
+        elif type(msg) is Response:
+            rs = msg
+            api_key, version, body, corr = rs.api_key, rs.api_version, rs.body, rs.correlation_id
+        elif msg.protocol != KAFKA_PROTOCOL:
             if isinstance(msg, (V07Request, V07Response)):
                 self._partition_views(conn, msg, kind, v07_partition_rows(msg), tally)
             return
-        api_key, version, body = msg.api_key, msg.api_version, msg.body
+        else:
+            api_key, version, body, corr = msg.api_key, msg.api_version, msg.body, msg.correlation_id
         if api_key is None or version is None or not body:
             return
         key = _plan_key(api_key, kind, version)
@@ -259,7 +286,7 @@ class RowBuilder:
          a_last_offset, a_high_watermark, a_compression) = self._pa
         topics = self.topics
         unresolved = self._unresolved
-        cap, corr = self.capture, msg.correlation_id
+        cap = self.capture
         want_records = self._rec is not None
         n = 0
         for path, name_field, id_field, partitions_field, index_field, list_field, offset_fields in plan:

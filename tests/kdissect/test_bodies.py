@@ -65,8 +65,8 @@ _TEXT = st.one_of(st.none(), st.text(max_size=12), st.sampled_from(["zstd", "mix
 
 
 @settings(max_examples=400, deadline=None)
-@given(ints=st.lists(st.one_of(st.none(), _INT), min_size=14, max_size=14), flags=st.lists(_ANY, min_size=4, max_size=4),
-       texts=st.lists(_TEXT, min_size=2, max_size=2), magics=st.lists(_INT, max_size=3),
+@given(ints=st.lists(st.one_of(st.none(), _INT), min_size=14, max_size=14),
+       flags=st.lists(_ANY, min_size=4, max_size=4), texts=st.lists(_TEXT, min_size=2, max_size=2), magics=st.lists(_INT, max_size=3),
        failures=st.lists(st.one_of(_INT, _ANY), max_size=60), tuple_magics=st.booleans())
 def test_any_summary_is_written_as_orjson_writes_its_dict_or_left_to_orjson(
         ints: list, flags: list, texts: list, magics: list, failures: list, tuple_magics: bool) -> None:
