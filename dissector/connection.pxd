@@ -3,7 +3,7 @@
 # connection.py stays the only source; pure Python ignores this file.
 cimport cython
 from dissector.decoders cimport Decoded, Decoders
-from dissector.events cimport Request, Response
+from dissector.events cimport Request, Response, response_expected
 from dissector.framing cimport RequestHeader, parse_request_header, parse_response_header, response_header_version
 from dissector.ints cimport be_int
 

@@ -38,6 +38,7 @@ from dissector.events import (
     Response,
     SaslToken,
     Status,
+    response_expected,
 )
 from dissector.framing import (
     DEFAULT_MAX_FRAME,
@@ -371,7 +372,7 @@ class Connection:
             out.append(Anomaly("malformed", TO_BROKER, first_ts,
                                f"{req.api_name} v{hdr.api_version} request: {failure.error} at byte {failure.offset}: "
                                f"{failure.detail}", offset))
-        if not req.expects_response:
+        if not response_expected(hdr.api_key, body):
             out.append(Exchange(req, None, Status.NO_RESPONSE_EXPECTED))
             return
         pending = self._pending
@@ -429,7 +430,8 @@ class Connection:
         corr = be_int(frame, 0, 4)
         entry = self._pending.pop(corr, None)
         if entry is not None:
-            self._pending_bytes -= entry[1].size + _REQUEST_COST
+            seq, req = entry
+            self._pending_bytes -= req.size + _REQUEST_COST
         size = truncated_size or len(frame) + 4
         if entry is None:
             if self._sasl_raw:
@@ -438,7 +440,6 @@ class Connection:
                 return
             self._orphan(frame, corr, size, first_ts, last_ts, offset, out)
             return
-        seq, req = entry
         if first_ts < req.last_ts and not self._skew_reported:
             # Kept as measured, not clamped: the capture's clocks disagree (two taps, queues).
             self._skew_reported = True

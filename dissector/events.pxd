@@ -24,3 +24,5 @@ cdef class Anomaly:
 
 cdef class SaslToken:
     cdef public object direction, size, ts, mechanism, token
+
+cpdef bint response_expected(object api_key, object body) except -1

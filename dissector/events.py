@@ -55,8 +55,13 @@ class Request:
 
     @property
     def expects_response(self) -> bool:
-        # Produce with acks=0 is the protocol's only fire-and-forget request.
-        return not (self.api_key == 0 and self.body is not None and self.body.get("acks") == 0)
+        return response_expected(self.api_key, self.body)
+
+
+def response_expected(api_key: int, body: dict[str, Any] | None) -> bool:
+    """Whether a request of ``api_key`` with this decoded body gets a response (``Request.expects_response``)."""
+    # Produce with acks=0 is the protocol's only fire-and-forget request.
+    return not (api_key == 0 and body is not None and body.get("acks") == 0)
 
 
 @dataclass
