@@ -370,8 +370,6 @@ class ChainSource:
         return self._done_over + getattr(self._current, "caplen_over_wirelen", 0)
 
     def __iter__(self) -> Iterator[RawRecord]:
-        last_ts = 0
-        seen = 0                # records so far, dropped ones included: the count the pipeline keeps
         for i, path in enumerate(self.paths):
             if i == 0:
                 reader = self._first
@@ -379,23 +377,17 @@ class ChainSource:
                 try:
                     reader = self._current = self._adopt(open_capture(path))
                     if self._share is not None and hasattr(reader, "drop_foreign"):
-                        reader.drop_foreign(self._share, seen)
+                        # The earlier files' records, dropped ones included: the count the pipeline keeps.
+                        reader.drop_foreign(self._share, self.records)
                 except CaptureError as exc:
-                    self.problems.append(problem("capture_corrupt", last_ts,
+                    self.problems.append(problem("capture_corrupt", self.last_ts,
                                                  f"{exc}; the rotated capture goes on with the next file"))
                     continue
             try:
-                for rec in reader:  # type: ignore[union-attr]
-                    if type(rec) is int:        # a run of records dropped for another share
-                        seen += rec  # type: ignore[unreachable]
-                    else:
-                        seen += 1
-                        last_ts = rec[0]
-                    yield rec
-                last_ts = getattr(reader, "last_ts", last_ts)
+                yield from reader  # type: ignore[misc]
             finally:
+                self.last_ts = getattr(reader, "last_ts", self.last_ts)
                 self._finish(reader)  # type: ignore[arg-type]
-            self.last_ts = last_ts
 
     def _finish(self, reader: RecordSource) -> None:
         self._done_bytes += reader.bytes_read

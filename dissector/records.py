@@ -306,7 +306,7 @@ class RecordsSummary:
         the dict. Compiled, a C writer (``records.pxd``) that gives None only for values it would not
         write the same way (an escaped string, an int past 64 bits); as Python always None."""
         if _COMPILED:
-            return _summary_json((  # noqa: F821 - records.pxd, compiled only
+            return _summary_json((  # type: ignore[name-defined]  # noqa: F821 - records.pxd, compiled only
                 self.total_bytes, self.magics, self.batch_count, self.record_count, self.legacy_wrappers,
                 self.first_offset, self.last_offset, self.first_timestamp, self.max_timestamp, self.codec,
                 self.producer_id, self.producer_epoch, self.base_sequence, self.transactional, self.control,

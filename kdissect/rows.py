@@ -145,8 +145,11 @@ class RowBuilder:
          inferred) = self._ex
         req, resp = ex.request, ex.response
         first = req if req is not None else resp
-        # (Exactly a Request or Response: Kafka's protocol, without a lookup of the class attribute.)
-        protocol = KAFKA_PROTOCOL if type(first) is Request or type(first) is Response else first.protocol
+        # Exactly a Request or Response: Kafka's protocol, without a lookup of the class attribute.
+        if type(first) is Request or type(first) is Response:
+            protocol = KAFKA_PROTOCOL
+        else:
+            protocol = first.protocol  # type: ignore[union-attr]
         if req is not None:
             api_key = req.api_key
             version = req.api_version
