@@ -35,7 +35,7 @@ cdef extern from *:
         Py_ssize_t start, end;
         unsigned int doff, crc;
         int i;
-        if (n < l3 + 40)
+        if (l3 < 0 || (ethertype_at >= 0 && ethertype_at > l3 - 2) || n < l3 + 40)
             return -1;
         if (ethertype_at >= 0 && (b[ethertype_at] != 0x08 || b[ethertype_at + 1] != 0x00))
             return -1;

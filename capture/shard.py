@@ -31,6 +31,8 @@ def frame_share(buf: bytes, start: int, caplen: int, l3: int, ethertype_at: int,
     """
     if start < 0 or caplen < 0 or start + caplen > len(buf) or count < 1:
         return -1
+    if l3 < 0 or (ethertype_at >= 0 and ethertype_at > l3 - 2):     # the ethertype, if any, before the IP header
+        return -1
     if _COMPILED:
         p = buf
         return _ipv4_share(p + start, caplen, l3, ethertype_at, count)  # type: ignore  # noqa: F821 - shard.pxd

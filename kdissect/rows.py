@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from importlib.machinery import EXTENSION_SUFFIXES
 from dataclasses import dataclass
+from importlib.machinery import EXTENSION_SUFFIXES
 from typing import Any, Protocol
 
 from capture.flows import ConnectionInfo
@@ -38,8 +38,8 @@ _DIRECTION = {Direction.TO_BROKER: "request", Direction.TO_CLIENT: "response"}
 # escaped, so this cannot match text that merely mentions the name.
 _NESTED_ERROR = re.compile(rb'"error_code":(-?[1-9][0-9]*)').search
 _ERROR_KEY = b'"error_code":'
-_COMPILED = __file__.endswith(tuple(EXTENSION_SUFFIXES))     # as dissector.compiled tells
 _VALUE_AT = len(_ERROR_KEY)          # from where the key starts to where its value does
+_COMPILED = __file__.endswith(tuple(EXTENSION_SUFFIXES))     # as dissector.compiled tells
 
 
 def _nested_error(text: bytes) -> int:

@@ -148,3 +148,6 @@ def test_the_frame_hash_is_share_of_on_the_key_fast_ipv4_reads(src: str, dst: st
     padded = b"xy" + data + b"z"
     assert frame_share(padded, 2, len(data), l3, et_at, count) == want
     assert (seg is None) == (cut > 0)
+    # Offsets no link type has (an IP header before the frame, an ethertype inside it) read nothing.
+    assert frame_share(padded, 2, len(data), -1, -1, count) == -1
+    assert frame_share(padded, 2, len(data), 14, 13, count) == -1
