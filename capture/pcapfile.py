@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator
-from importlib.machinery import EXTENSION_SUFFIXES
 
 from capture.packet import IPV4_AT
 from capture.records import Dropped, RawRecord, problem
 from capture.shard import Dropping, Share
 from capture.stream import CHUNK, ByteStream
+from dissector.compiled import compiled_file
 from dissector.events import Anomaly
 
 MAX_SNAPLEN = 262144           # libpcap's and Wireshark's cap on a sane record
 RESYNC_WINDOW = 1 << 20        # how far past a corrupt record header to look for the next good one
 
-_COMPILED = __file__.endswith(tuple(EXTENSION_SUFFIXES))     # as dissector.compiled tells
+_COMPILED = compiled_file(__file__)     # the C helpers of this module's .pxd exist
 
 # magic -> (byte order, ns per fraction unit, record header length)
 MAGICS: dict[bytes, tuple[str, int, int]] = {

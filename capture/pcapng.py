@@ -10,15 +10,15 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib.machinery import EXTENSION_SUFFIXES
 
 from capture.packet import IPV4_AT
 from capture.records import RawRecord, problem
 from capture.shard import Dropping, Share, frame_share
 from capture.stream import CHUNK, ByteStream
+from dissector.compiled import compiled_file
 from dissector.events import Anomaly
 
-_COMPILED = __file__.endswith(tuple(EXTENSION_SUFFIXES))     # as dissector.compiled tells
+_COMPILED = compiled_file(__file__)     # the C helpers of this module's .pxd exist
 
 SHB = 0x0A0D0D0A
 IDB, PB, SPB, NRB, ISB, EPB = 1, 2, 3, 4, 5, 6

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from importlib.machinery import EXTENSION_SUFFIXES
 
 from capture.packet import fast_ipv4, reverse_key
+from dissector.compiled import compiled_file
 
-_COMPILED = __file__.endswith(tuple(EXTENSION_SUFFIXES))     # as dissector.compiled tells
+_COMPILED = compiled_file(__file__)     # the C helpers of this module's .pxd exist
 
 
 def share_of(key: bytes, shares: int) -> int:

@@ -25,8 +25,14 @@ def pure_requested() -> bool:
     return os.environ.get(_ENV, "") not in ("", "0")
 
 
+def compiled_file(path: str) -> bool:
+    """Whether a module's ``__file__`` is an extension module: a module asks it of itself to call
+    the C helpers its ``.pxd`` declares only when compiled."""
+    return path.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+
+
 def is_compiled(module: object) -> bool:
-    return str(getattr(module, "__file__", "") or "").endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+    return compiled_file(str(getattr(module, "__file__", "") or ""))
 
 
 def compiled_modules() -> list[str]:

@@ -25,10 +25,9 @@ import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from importlib.machinery import EXTENSION_SUFFIXES
 from typing import Any
 
-from dissector.compiled import inheritable
+from dissector.compiled import compiled_file, inheritable
 from dissector.crc import crc32c
 
 from dissector.codecs import CODEC_NAMES, Budget, BytesMode, codec_name, render_bytes
@@ -41,7 +40,7 @@ from dissector.errors import (
 from dissector.ints import be_int, be_uint
 from dissector.legacy import LEGACY_MIN_SIZE, LegacyMessage, count_wrapper, decode_message
 
-_COMPILED = __file__.endswith(tuple(EXTENSION_SUFFIXES))     # as dissector.compiled tells
+_COMPILED = compiled_file(__file__)     # the C helpers of this module's .pxd exist
 
 __all__ = [
     "ControlRecord",

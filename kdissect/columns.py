@@ -13,8 +13,9 @@ pyarrow itself is imported at the first flush, not before the first packet.
 from __future__ import annotations
 
 from array import array
-from importlib.machinery import EXTENSION_SUFFIXES
 from typing import TYPE_CHECKING, Any
+
+from dissector.compiled import compiled_file
 
 if TYPE_CHECKING:
     import numpy as np
@@ -80,7 +81,7 @@ def take(col: Buffer, k: int) -> Any:
     return values
 
 
-_COMPILED = __file__.endswith(tuple(EXTENSION_SUFFIXES))     # as dissector.compiled tells
+_COMPILED = compiled_file(__file__)     # the C helpers of this module's .pxd exist
 
 
 # A column list grown by appends is reallocated and copied dozens of times on its way to a

@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from importlib.machinery import EXTENSION_SUFFIXES
 from typing import Any, Protocol
 
 from capture.flows import ConnectionInfo
+from dissector.compiled import compiled_file
 from dissector.events import KAFKA_PROTOCOL, Anomaly, Direction, Exchange, Request, Response
 from dissector.records import DEFAULT_MAX_DECOMPRESSED, RecordBatch, RecordsSummary, decode_records
 from dissector import schema
@@ -39,7 +39,7 @@ _DIRECTION = {Direction.TO_BROKER: "request", Direction.TO_CLIENT: "response"}
 _NESTED_ERROR = re.compile(rb'"error_code":(-?[1-9][0-9]*)').search
 _ERROR_KEY = b'"error_code":'
 _VALUE_AT = len(_ERROR_KEY)          # from where the key starts to where its value does
-_COMPILED = __file__.endswith(tuple(EXTENSION_SUFFIXES))     # as dissector.compiled tells
+_COMPILED = compiled_file(__file__)     # the C helpers of this module's .pxd exist
 
 
 def _nested_error(text: bytes) -> int:
