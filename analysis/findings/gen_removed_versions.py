@@ -1,18 +1,20 @@
 """Generate ``_removed_versions.py``: request versions in Kafka 3.9's specs but not in 4.x's (KIP-896).
 
-    python -m analysis.findings.gen_removed_versions ../shared/kafka-protocol
+    python -m analysis.findings.gen_removed_versions
 
-A test checks the generated file is up to date when the specs are present.
+It reads the specs' facts from ``dissector/schema/kafka_facts.json`` (the one input of every
+generator) as a data file: analysis never imports the dissector. A test checks the generated
+file is up to date.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
 OUT = Path(__file__).with_name("_removed_versions.py")
+FACTS = Path(__file__).resolve().parents[2] / "dissector" / "schema" / "kafka_facts.json"
 
 
 def _versions(spec: str) -> tuple[int, int] | None:
@@ -25,12 +27,15 @@ def _versions(spec: str) -> tuple[int, int] | None:
     return int(low), int(high or low)
 
 
-def _requests(folder: Path) -> dict[str, tuple[int, tuple[int, int] | None]]:
-    """api name -> (key, valid versions); apis whose only versions were unstable (early access) are left out."""
+def _requests(specs: dict[str, dict]) -> dict[str, tuple[int, tuple[int, int] | None]]:
+    """api name -> (key, valid versions); apis whose only versions were unstable (early access) are left out.
+
+    ``specs``: one release's message specs by file name, in file name order.
+    """
     out = {}
-    for path in sorted(folder.glob("*Request.json")):
-        text = re.sub(r"^\s*//.*$", "", path.read_text(), flags=re.M)  # the specs carry // comments
-        spec = json.loads(text)
+    for file_name, spec in specs.items():
+        if not file_name.endswith("Request"):
+            continue
         if "broker" not in spec.get("listeners", ["broker"]) and "controller" not in spec.get("listeners", []):
             continue
         versions = _versions(spec["validVersions"])
@@ -40,9 +45,12 @@ def _requests(folder: Path) -> dict[str, tuple[int, tuple[int, int] | None]]:
     return out
 
 
-def removed(protocol: Path) -> dict[str, int]:
-    """api name -> lowest version a 4.x broker still accepts (99: the api is gone)."""
-    old, new = _requests(protocol / "messages" / "3.9"), _requests(protocol / "messages" / "4.4")
+def removed(facts: dict) -> dict[str, int]:
+    """api name -> lowest version a 4.x broker still accepts (99: the api is gone).
+
+    ``facts``: the parsed facts file.
+    """
+    old, new = _requests(facts["messages"]["3.9"]), _requests(facts["messages"]["4.4"])
     by_key = {key: versions for key, versions in new.values()}  # by key: some apis were renamed
     out = {}
     for name, (key, versions) in sorted(old.items()):
@@ -64,10 +72,10 @@ def render(table: dict[str, int]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    if argv:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    OUT.write_text(render(removed(Path(argv[0]))))
+    OUT.write_text(render(removed(json.loads(FACTS.read_text()))))
     print(f"wrote {OUT}")
     return 0
 

@@ -1,27 +1,26 @@
-"""Generate ``dissector/schema/_generated.py`` from Kafka's JSON message specs.
+"""Generate ``dissector/schema/_generated.py`` from the facts of Kafka's JSON message specs.
 
 Usage (from the repository root)::
 
-    python -m dissector.schema.generate ../shared/kafka-protocol
+    python -m dissector.schema.generate
 
-The project keeps only facts (names, types, version ranges, tags, defaults) in
-the generated module; the specs' prose is dropped. For each (api key, version)
-the newest spec folder that defines it wins, so legacy versions come from the
-3.9 specs and the newest versions and api keys from 4.4.
+It reads ``kafka_facts.json`` beside it (distilled from the specs by ``distill.py``), never the
+specs themselves. The generated module keeps facts only (names, types, version ranges, tags,
+defaults). For each (api key, version) the newest release that defines it wins, so legacy
+versions come from the 3.9 specs and the newest versions and api keys from 4.4.
 
 This script is never imported by the dissector at run time.
 """
 
 from __future__ import annotations
 
-import json
 import pprint
 import re
 import sys
 from pathlib import Path
 
-# Newest first: a version is taken from the first folder whose spec defines it.
-SPEC_FOLDERS = ("4.4", "3.9")
+from dissector.schema.distill import FACTS, load, message_key
+
 OPEN = 0x7FFF  # upper bound of an open version range like "3+"
 OUTPUT = Path(__file__).with_name("_generated.py")
 
@@ -42,12 +41,6 @@ def parse_versions(text: str | None) -> tuple[int, int] | None:
         lo, hi = text.split("-")
         return (int(lo), int(hi))
     return (int(text), int(text))
-
-
-def load_spec(path: Path) -> dict:
-    # The specs carry // comments, which JSON does not allow.
-    text = re.sub(r"(?m)^\s*//.*$", "", path.read_text())
-    return json.loads(text)
 
 
 def parse_default(ftype: str, raw) -> object:
@@ -78,8 +71,11 @@ def parse_default(ftype: str, raw) -> object:
 
 
 class Generator:
-    def __init__(self, root: Path):
-        self.root = root
+    def __init__(self, facts: dict):
+        """``facts``: the facts file as :func:`dissector.schema.distill.load` reads it."""
+        self.facts = facts
+        # Newest first: a version is taken from the first release whose spec defines it.
+        self.releases = tuple(facts["releases"])
 
     def build_fields(self, fields: list[dict], commons: dict[str, dict]) -> tuple:
         out = []
@@ -113,30 +109,20 @@ class Generator:
 
     def compile_spec(self, spec: dict) -> tuple:
         commons = {c["name"]: c for c in spec.get("commonStructs", [])}
-        return self.build_fields(spec.get("fields", []), commons)
+        return self.build_fields(spec["fields"], commons)   # KeyError: a release kept without its fields
 
     def specs(self) -> dict[object, dict[str, dict]]:
-        """Specs grouped by what they define: (api key, kind) for messages, the name for data.
-
-        Grouping by api key rather than file name matters: an api can be renamed
-        between releases (api 74 was ListClientMetricsResources in 3.9 and is
-        ListConfigResources in 4.4) and is still one version history.
-        """
+        """Specs grouped by what they define (:func:`message_key`), then by release."""
         found: dict[object, dict[str, dict]] = {}
-        for folder in SPEC_FOLDERS:
-            for path in sorted((self.root / "messages" / folder).glob("*.json")):
-                spec = load_spec(path)
-                if spec["type"] in ("request", "response"):
-                    key: object = (spec["apiKey"], spec["type"])
-                else:
-                    key = spec["name"]
-                found.setdefault(key, {})[folder] = spec
+        for folder in self.releases:
+            for spec in self.facts["messages"][folder].values():
+                found.setdefault(message_key(spec), {})[folder] = spec
         return found
 
     def variants(self, by_folder: dict[str, dict]) -> list[tuple]:
         """Split a message's version history into ranges, each from one spec folder."""
         owner: dict[int, str] = {}
-        for folder in SPEC_FOLDERS:
+        for folder in self.releases:
             spec = by_folder.get(folder)
             if spec is None:
                 continue
@@ -168,7 +154,7 @@ class Generator:
         apis: dict[int, dict] = {}
         data: dict[str, list] = {}
         for by_folder in specs.values():
-            newest = next(by_folder[f] for f in SPEC_FOLDERS if f in by_folder)
+            newest = next(by_folder[f] for f in self.releases if f in by_folder)
             kind = newest["type"]
             if kind in ("request", "response"):
                 key = newest["apiKey"]
@@ -178,11 +164,7 @@ class Generator:
                 entry.setdefault("listeners", tuple(sorted(set(newest.get("listeners", ())))))
             else:
                 data[newest["name"]] = self.variants(by_folder)
-        errors = {}
-        for line in (self.root / "errors.tsv").read_text().splitlines()[1:]:
-            if line.strip():
-                code, name = line.split("\t")[:2]
-                errors[int(code)] = name.strip()
+        errors = {code: name for code, name, _retriable in self.facts["errors"]}
         return render(dict(sorted(apis.items())), dict(sorted(data.items())), errors)
 
 
@@ -212,11 +194,11 @@ def render(apis: dict, data: dict, errors: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    root = Path(argv[1] if len(argv) > 1 else "../shared/kafka-protocol")
-    if not (root / "messages").is_dir():
-        print(f"error: {root} has no messages/ folder (pass the kafka-protocol reference folder)", file=sys.stderr)
+    if len(argv) > 1:
+        print("usage: python -m dissector.schema.generate (it reads dissector/schema/kafka_facts.json)",
+              file=sys.stderr)
         return 2
-    OUTPUT.write_text(Generator(root).run())
+    OUTPUT.write_text(Generator(load(FACTS)).run())
     print(f"wrote {OUTPUT}")
     return 0
 

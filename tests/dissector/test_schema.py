@@ -1,9 +1,12 @@
-"""The generated schema: reproducible from Kafka's specs, and complete where it matters."""
+"""The generated schema: reproducible from the Kafka facts file, and complete where it matters.
+
+That the facts file is what Kafka's specs give is tested in test_schema_facts.py.
+"""
 
 from __future__ import annotations
 
 import ast
-import json
+import functools
 import re
 import struct
 from pathlib import Path
@@ -14,13 +17,11 @@ from hypothesis import strategies as st
 
 from dissector import framing, schema
 from dissector.schema import _generated
+from dissector.schema import distill
 from dissector.schema._generated import APIS, DATA, ERRORS
 
 REPO = Path(__file__).resolve().parents[2]
-SPECS = REPO.parent / "shared" / "kafka-protocol"
 GENERATED = REPO / "dissector" / "schema" / "_generated.py"
-needs_specs = pytest.mark.skipif(not (SPECS / "messages").is_dir(),
-                                 reason=f"Kafka spec folder {SPECS} is absent; cannot regenerate the schema")
 
 SNAKE = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*\Z")
 
@@ -44,20 +45,21 @@ def _all_raw_fields():
 
 # -- (a) reproducible ------------------------------------------------------------
 
-@needs_specs
 def test_regenerating_gives_the_committed_file():
     from dissector.schema.generate import Generator
-    assert Generator(SPECS).run() == GENERATED.read_text(), \
-        "_generated.py is stale: run `python -m dissector.schema.generate ../shared/kafka-protocol`"
+    assert Generator(distill.load()).run() == GENERATED.read_text(), \
+        "_generated.py is stale: run `python -m dissector.schema.generate`"
 
 
+@functools.cache
 def _spec_facts() -> dict[tuple[int, str], dict]:
-    """Straight from the JSON: per (api key, kind), the union of valid versions and the
-    flexible-from of the newest spec. Keyed by api key, not file name: api 74 was renamed."""
+    """Straight from the specs' facts, not through the generator: per (api key, kind), the union of
+    valid versions and the flexible-from of the newest spec. Keyed by api key, not file name: api 74
+    was renamed."""
     facts: dict[tuple[int, str], dict] = {}
+    releases = distill.load()["messages"]
     for folder in ("4.4", "3.9"):  # newest first
-        for path in sorted((SPECS / "messages" / folder).glob("*.json")):
-            spec = json.loads(re.sub(r"(?m)^\s*//.*$", "", path.read_text()))
+        for spec in releases[folder].values():
             if spec["type"] not in ("request", "response") or spec["validVersions"] == "none":
                 continue
             entry = facts.setdefault((spec["apiKey"], spec["type"]), {"versions": set(), "flexible": {}})
@@ -70,7 +72,6 @@ def _spec_facts() -> dict[tuple[int, str], dict]:
     return facts
 
 
-@needs_specs
 @pytest.mark.parametrize("key", range(95))
 def test_versions_and_flexibility_match_the_specs(key):
     facts = _spec_facts()
@@ -185,10 +186,8 @@ def test_error_table():
     assert all(re.fullmatch(r"[A-Z][A-Z0-9_]*", n) for n in ERRORS.values())
 
 
-@needs_specs
-def test_error_table_matches_tsv():
-    rows = [line.split("\t") for line in (SPECS / "errors.tsv").read_text().splitlines()[1:] if line.strip()]
-    assert {int(c): n.strip() for c, n, *_ in rows} == ERRORS
+def test_error_table_matches_the_facts():
+    assert {code: name for code, name, _ in distill.load()["errors"]} == ERRORS
 
 
 def test_field_names_are_snake_case():
