@@ -223,6 +223,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="compare kdissect's decoding of a capture with Wireshark's")
     p.add_argument("input", metavar="INPUT", help="a pcap/pcapng file")
     p.add_argument("--ports", metavar="LIST", help="Kafka ports (default: detect)")
+    p.add_argument("--tshark", default="tshark", metavar="PATH",
+                   help="the tshark to run (default: tshark on PATH); a newer Wireshark decodes more versions")
     _tls_keylog(p)
 
     analyze_help = "run the Spark analysis over datasets: tables, JSON, HTML report"
@@ -344,7 +346,8 @@ def _compare(args: argparse.Namespace) -> int:
 
     if not os.path.isfile(args.input):
         raise KdissectError(f"{args.input}: no such file")
-    return run_compare(args.input, ports_option(args.ports), sys.stdout, tls_keylog=tuple(args.tls_keylog))
+    return run_compare(args.input, ports_option(args.ports), sys.stdout, tshark=args.tshark,
+                       tls_keylog=tuple(args.tls_keylog))
 
 
 def _protocol(args: argparse.Namespace) -> int:
