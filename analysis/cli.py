@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from analysis import runner
-from analysis.exceptions import AnalysisError
+from analysis.exceptions import AnalysisError, UsageError
 
 HELP = """\
 Runs every analysis job (latency, errors, throughput, consumer groups, lag,
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark=None) -> int:
     for path in filter(None, [args.report, args.json]):
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
-            raise AnalysisError(f"{path}: directory {parent} does not exist")
+            raise UsageError(f"{path}: directory {parent} does not exist")
     from analysis.dataset import check_paths
     check_paths(args.datasets)  # a wrong path answers at once, before the JVM starts
     started = time.monotonic()
@@ -153,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args)
     except AnalysisError as exc:
         print(f"kdissect analyze: {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_code
     except KeyboardInterrupt:
         print("kdissect analyze: interrupted", file=sys.stderr)
         return 130

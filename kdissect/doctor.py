@@ -4,7 +4,9 @@ Decodes the inputs (into ``--dataset DIR`` or a temporary directory), runs the
 findings rules with Spark, prints the findings compactly with a ``kdissect
 show`` line per finding naming the capture file itself, and writes the results
 JSON / HTML report when asked. Exit status: 0 when nothing is critical, 1 when
-something is, 2 on bad use (bad option, missing input, bad rules file).
+something is, 2 on bad use (bad option, missing input, bad rules file, no Kafka
+in the input), 3 when an input is damaged (and nothing is critical), 4 when
+doctor itself fails (Spark cannot start, ...).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from kdissect.errors import KdissectError
+from kdissect.errors import EXIT_DAMAGED, DamagedInput, KdissectError, UsageError
 
 HELP = """\
 Decodes the captures, runs the analysis and the findings rules over them with
@@ -41,13 +43,8 @@ examples:
   kdissect doctor traffic.pcap --dataset out/ --master local[2]
 """
 
-EXIT_OK, EXIT_CRITICAL, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_CRITICAL = 0, 1
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
-
-
-class UsageError(KdissectError):
-    """Bad use of doctor: exit 2, never 1 (1 means "a critical finding")."""
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="pcap/pcapng files (gzip ok) or directories of them")
@@ -125,24 +122,23 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) -> int:
-    """Decode, analyze, print; the exit status (0, or 1 for a critical finding). UsageError for bad use."""
+    """Decode, analyze, print; the exit status (0; 1 for a critical finding; 3 for a damaged input).
+    UsageError for bad use, KdissectError when it cannot do its work."""
     out = out or sys.stdout
     from analysis.findings import RULES, FindingsConfigError, load
     from kdissect.decode import decode_files
     from kdissect.inputs import capture_files
     from kdissect.progress import ProgressLine
     from kdissect.source import DecodeOptions, ports_option
+    from kdissect.summary import damage_lines
 
     try:
         load(RULES, args.rules, args.set)  # checked before anything is decoded; the jobs load it again
     except FindingsConfigError as exc:
         raise UsageError(str(exc)) from None
     _check_outputs(args)
-    try:
-        files = capture_files(args.inputs)
-        options = DecodeOptions(ports=ports_option(args.ports), tls_keylog=tuple(args.tls_keylog))
-    except KdissectError as exc:
-        raise UsageError(str(exc)) from None
+    files = capture_files(args.inputs)
+    options = DecodeOptions(ports=ports_option(args.ports), tls_keylog=tuple(args.tls_keylog))
     paths: dict[str, Path] = {}
     for f in files:
         paths.setdefault(f.name, f)  # the dataset names a capture by its file name
@@ -154,8 +150,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
             decoded = decode_files(args.inputs, dataset_dir, options, bar)
         finally:
             bar.clear()
+        damage = damage_lines(decoded.files, decoded.counts.anomalies)
+        if not decoded.counts.exchanges and damage:
+            raise DamagedInput(f"{'; '.join(damage)}: no Kafka exchange could be read, nothing to judge")
         if not decoded.counts.exchanges:
-            raise KdissectError("no Kafka exchanges in the input: nothing to judge (are --ports right?)")
+            raise UsageError("no Kafka exchanges in the input: nothing to judge (are --ports right?)")
         results = _analyze(dataset_dir, args, spark)
     results["findings"] = with_paths(results.get("findings", []), paths)
     rows = results["findings"]
@@ -171,7 +170,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
         print(f"report: {os.path.abspath(args.report)}", file=out)
     if args.dataset:
         print(f"dataset: {os.path.abspath(args.dataset)}", file=out)
-    return EXIT_CRITICAL if any(r.get("severity") == "critical" for r in rows) else EXIT_OK
+    for line in damage:
+        sys.stderr.write(f"kdissect doctor: damaged input: {line}; the findings are of what could be read\n")
+    if any(r.get("severity") == "critical" for r in rows):
+        return EXIT_CRITICAL
+    return EXIT_DAMAGED if damage else EXIT_OK
 
 
 def _analyze(dataset_dir: str, args: argparse.Namespace, spark: Any = None) -> dict[str, list[dict]]:
@@ -182,7 +185,10 @@ def _analyze(dataset_dir: str, args: argparse.Namespace, spark: Any = None) -> d
 
     job_args = argparse.Namespace(datasets=[dataset_dir], since=None, until=None, window=None, conf=[],
                                   set=args.set, rules=args.rules)
-    session = spark or build_session("kdissect-doctor", args.master)
+    try:
+        session = spark or build_session("kdissect-doctor", args.master)
+    except AnalysisError as exc:   # no Java, a Java too old: one line
+        raise KdissectError(str(exc)) from None
     try:
         return runner.as_json(runner.collect_all(runner.compute(session, job_args, runner.JOBS)))
     except AnalysisError as exc:
