@@ -75,15 +75,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     runner.add_arguments(p, report=True)
 
 
-def _summary_line(results: runner.Results) -> str:
+def _summary_line(results: runner.Results, datasets: Sequence[str] = ()) -> str:
+    """What was read, first: a dataset holding more captures than the user thinks says so at once."""
     table = results.get("summary")
     if table is None or table.num_rows == 0:
         return ""
     s = table.to_pylist()[0]
-    first = runner._cell(s["first_ts"])
-    return (f"{s['exchanges']} exchanges, {s['connections']} connections, {s['clients']} clients, "
-            f"{s['brokers']} brokers, {s['errors']} errors, {s['anomalies']} anomalies; "
-            f"{first} UTC + {s['duration_s'] or 0:.1f} s")
+    where = f" from {', '.join(datasets)}" if datasets else ""
+    n = s["captures"] or 0
+    return (f"read {n:,} capture{'s' * (n != 1)} and {s['exchanges'] or 0:,} exchanges{where}: "
+            f"{s['connections']:,} connections, {s['clients']:,} clients, {s['brokers']:,} brokers, "
+            f"{s['errors']:,} errors, {s['anomalies']:,} anomalies; {runner._cell(s['first_ts'])} UTC to "
+            f"{runner._cell(s['last_ts'])} UTC ({_span(s['duration_s'] or 0.0)})")
+
+
+def _span(seconds: float) -> str:
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds:.1f} s"
 
 
 def _printed(results: runner.Results) -> runner.Results:
@@ -121,7 +131,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark=None) -> int:
     finally:
         if spark is None:
             session.stop()
-    print(_summary_line(results), file=out)
+    print(_summary_line(results, args.datasets), file=out)
     runner.print_tables(_printed(results), VIEWS, args.limit, out)
     print(file=out)
     if args.json:

@@ -92,10 +92,15 @@ def evidence_text(raw: object, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def print_findings(rows: Sequence[Mapping[str, Any]], out: TextIO, *, show_info: bool, captures: int) -> None:
+def print_findings(rows: Sequence[Mapping[str, Any]], out: TextIO, *, show_info: bool, captures: int,
+                   exchanges: int | None = None) -> None:
+    """The findings worst first, after one line of how many, in how many captures (and exchanges) read."""
+    from analysis.report_findings import subject_text   # a blank client id reads "(empty client id)"
+
     counts = {s: sum(1 for r in rows if r.get("severity") == s) for s in SEVERITY_ORDER}
     total = f"{len(rows)} finding{'s' if len(rows) != 1 else ''}"
-    print(f"{total} in {captures} capture{'s' if captures != 1 else ''}: "
+    read = f" ({exchanges:,} exchange{'s' if exchanges != 1 else ''})" if exchanges is not None else ""
+    print(f"{total} in {captures} capture{'s' if captures != 1 else ''}{read}: "
           + ", ".join(f"{n} {s}" for s, n in counts.items()), file=out)
     shown = [r for r in rows if show_info or r.get("severity") != "info"]
     wrap = textwrap.TextWrapper(width=110, initial_indent="    ", subsequent_indent="      ",
@@ -103,7 +108,7 @@ def print_findings(rows: Sequence[Mapping[str, Any]], out: TextIO, *, show_info:
     for r in sorted(shown, key=lambda r: (SEVERITY_ORDER.get(r.get("severity"), 3), str(r.get("first_ts")))):
         print(file=out)
         print(f"{str(r.get('severity')).upper():8}  {r.get('finding')}  {r.get('subject_kind')} "
-              f"{r.get('subject')}  [{r.get('capture')}]", file=out)
+              f"{subject_text(r)}  [{r.get('capture')}]", file=out)
         print(wrap.fill(str(r.get("explanation") or "")), file=out)
         print(wrap.fill(f"look at: {r.get('advice') or ''}"), file=out)
         print(wrap.fill(f"evidence: {evidence_text(r.get('evidence'))}"), file=out)
@@ -158,7 +163,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
         results = _analyze(dataset_dir, args, spark)
     results["findings"] = with_paths(results.get("findings", []), paths)
     rows = results["findings"]
-    print_findings(rows, out, show_info=args.all, captures=len(files))
+    print_findings(rows, out, show_info=args.all, captures=decoded.counts.captures, exchanges=decoded.counts.exchanges)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(results, fh, separators=(",", ":"))

@@ -97,7 +97,7 @@ def spark_decode(spark: Any, inputs: list[str | os.PathLike[str]], outdir: str |
             for r in results:
                 r.counts.captures = 0
                 counts.add(r.counts)
-            result.counts.add(counts)
+            result.counts.add(counts, capture=c[0].name)
             result.packets += results[0].packets            # every share reads the whole file
             result.bytes_read += results[0].bytes_read
     except BaseException:
@@ -157,7 +157,9 @@ def session(master: str | None, app: str = "kdissect spark-decode") -> Any:
     if not conf.contains("spark.pyspark.python") and "PYSPARK_PYTHON" not in os.environ:
         # The executors' Python is this one (with kdissect installed), not whatever `python3` is first on PATH.
         os.environ["PYSPARK_PYTHON"] = sys.executable
-    return builder.getOrCreate()
+    from analysis.session import quiet_jvm_start
+    with quiet_jvm_start():
+        return builder.getOrCreate()
 
 
 def run(args: Any, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:

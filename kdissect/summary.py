@@ -11,9 +11,10 @@ from capture.tls.keylog import HOW_TO_GET_KEYS
 from kdissect.dataset import Counts
 
 _UNPAIRED = ("no_response", "orphan_response")
-# Anomalies of the capture file itself: cut short, a corrupt block or record. The dataset holds what
-# could be read, and the command says so and exits 3 (kdissect.errors.DamagedInput).
-DAMAGE = ("capture_truncated", "capture_corrupt", "caplen_exceeds_wirelen")
+# Anomalies of the capture file itself that lose packets: cut short, a corrupt block or record. The
+# dataset holds what could be read, and the command says so and exits 3 (kdissect.errors.DamagedInput).
+# (A record longer than the packet it claims, caplen_exceeds_wirelen, loses nothing: not counted.)
+DAMAGE = ("capture_truncated", "capture_corrupt")
 
 
 def damage_lines(files: Iterable[Path], anomalies: Mapping[str, int]) -> list[str]:
