@@ -6,6 +6,12 @@ shape: dicts, timestamps as ISO-8601 strings) and returns a figure dict
 rows hold nothing to draw. No plotly Python API and no pandas: the figures are
 data, and the page ships plotly.js itself (see ``html_report``).
 
+The ``*_over_time`` charts share a :class:`Timeline`: every window from the
+first to the last, so an empty window is drawn (at zero, or as a break in a
+latency line) rather than left out, with the stretches between captures far
+apart cut from the axis and marked. Counts are bars one window wide, latency
+steps across each window: nothing suggests a value between two windows.
+
 Strings that come off the wire (client ids, topics, group ids, error names)
 are HTML-escaped before they go into a figure: plotly.js renders labels,
 legend names and hover text as a small HTML dialect (``<b>``, ``<a href>``),
@@ -332,27 +338,24 @@ def latency_over_time(rows: Sequence[Row], tl: Timeline | None = None) -> Figure
             i = where.get(tl.window_of(r["_ts"]))
             if i is not None and positive(r.get(stat)) is not None:
                 value[i] = r
-        xs: list[str | None] = []
-        ys: list[float | None] = []
-        info: list[list[Any]] = []
+        points: list[tuple[str | None, float | None, list[Any]]] = []
+        gap = (None, None, [None, None])
         for i, start in enumerate(tl.starts):
             r = value.get(i)
+            ended = points and points[-1][0] is not None
             if r is None:
-                if xs and xs[-1] is not None:
-                    xs.append(None), ys.append(None), info.append([None, None])
+                if ended:
+                    points.append(gap)
                 continue
-            if xs and xs[-1] is not None and xs[-1] != plotly_ts(start):  # a cut-out stretch before it
-                xs.append(None), ys.append(None), info.append([None, None])
+            if ended and points[-1][0] != plotly_ts(start):  # a cut-out stretch before it
+                points.append(gap)
             y = positive(r.get(stat))
-            for t in (start, start + tl.step):
-                xs.append(plotly_ts(t)), ys.append(y), info.append([hover[i], number(r.get("count"))])
-        return xs, ys, info
+            points += [(plotly_ts(t), y, [hover[i], number(r.get("count"))]) for t in (start, start + tl.step)]
+        return [p[0] for p in points], [p[1] for p in points], [p[2] for p in points]
 
     data = []
-    drawn = {}
     for i, api in enumerate(order):
         xs, ys, info = steps(api, shown)
-        drawn[api] = xs
         data.append({
             "type": "scatter", "mode": "lines", "name": esc(api), "x": xs, "y": ys, "customdata": info,
             "hovertemplate": f"{esc(api)}<br>%{{customdata[0]}}<br>%{{y:.3~f}} ms · %{{customdata[1]}} exchanges"

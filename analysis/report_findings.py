@@ -1,4 +1,5 @@
-"""The report's opening section, "What to look at": the findings worst first, each linked to where it shows.
+"""The report's opening section, "What to look at": the findings folded to one line per rule, worst first,
+each line linked to where the rule's findings show and opening to every finding of it.
 
 Pure HTML from the ``findings`` rows (plain dicts, as in the results JSON), so
 the report stays free of Spark. Every value from the wire is escaped.
@@ -56,6 +57,7 @@ STYLE = """<style>
 .kd-look p{margin:.2em 0}.kd-look code{font-size:.85em;word-break:break-all}
 .kd-look details.infos{margin:.6em 0 0}.kd-look details.infos>summary{color:#555}
 </style>"""
+
 
 def where(finding: str) -> tuple[str, str]:
     return WHERE.get(finding) or BY_FAMILY.get(finding.split(".", 1)[0], ("t-findings", "findings table"))
