@@ -82,11 +82,14 @@ def _summary_line(results: runner.Results, datasets: Sequence[str] = ()) -> str:
         return ""
     s = table.to_pylist()[0]
     where = f" from {', '.join(datasets)}" if datasets else ""
-    n = s["captures"] or 0
-    return (f"read {n:,} capture{'s' * (n != 1)} and {s['exchanges'] or 0:,} exchanges{where}: "
-            f"{s['connections']:,} connections, {s['clients']:,} clients, {s['brokers']:,} brokers, "
-            f"{s['errors']:,} errors, {s['anomalies']:,} anomalies; {runner._cell(s['first_ts'])} UTC to "
-            f"{runner._cell(s['last_ts'])} UTC ({_span(s['duration_s'] or 0.0)})")
+
+    def n(col: str, word: str) -> str:
+        count = s[col] or 0
+        return f"{count:,} {word}{'s' * (count != 1)}"
+    return (f"read {n('captures', 'capture')} and {n('exchanges', 'exchange')}{where}: "
+            f"{n('connections', 'connection')}, {n('clients', 'client')}, {n('brokers', 'broker')}, "
+            f"{n('errors', 'error')}, {n('anomalies', 'anomaly').replace('anomalys', 'anomalies')}; "
+            f"{runner._cell(s['first_ts'])} UTC to {runner._cell(s['last_ts'])} UTC ({_span(s['duration_s'] or 0.0)})")
 
 
 def _span(seconds: float) -> str:
