@@ -381,7 +381,9 @@ def _duration(seconds: float) -> str:
         return f"{seconds:.1f} s"
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return charts.span_label(seconds)
 
 
 def _day(results: object) -> dt.date | None:

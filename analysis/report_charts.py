@@ -190,6 +190,16 @@ class Timeline:
     def index(self) -> dict[dt.datetime, int]:
         return {s: i for i, s in enumerate(self.starts)}
 
+    def runs(self) -> list[list[dt.datetime]]:
+        """The windows of each stretch drawn, between the cut-out ones."""
+        out: list[list[dt.datetime]] = []
+        for s in self.starts:
+            if out and s - out[-1][-1] == self.step:
+                out[-1].append(s)
+            else:
+                out.append([s])
+        return out
+
     def window_of(self, ts: dt.datetime) -> dt.datetime:
         """The start of the window holding ``ts``."""
         return _floor(ts, self.step, self.starts[0])
@@ -299,12 +309,15 @@ def _time_layout(tl: Timeline, y_title: str, **kw: Any) -> dict[str, Any]:
         layout["annotations"] = [{"x": plotly_ts(a), "y": 1, "xref": "x", "yref": "paper", "yanchor": "bottom",
                                   "text": f"+{span_label((b - a).total_seconds(), short=True)}", "showarrow": False,
                                   "font": {"size": 10, "color": "#666"}} for a, b in tl.breaks]
-        # Plotly's own ticks fall on round dates that may be cut out: one tick at the start of each stretch.
-        firsts = [tl.starts[0], *(b for _, b in tl.breaks)]
-        every = max(1, -(-len(firsts) // 16))
-        firsts = firsts[::every]
-        layout["xaxis"].update(tickmode="array", tickvals=[plotly_ts(t) for t in firsts],
-                               ticktext=[tl.tick_text(t) for t in firsts], tickangle=-30)
+        # Plotly's own ticks fall on round dates that may be cut out: a tick at the start of each stretch
+        # drawn, and at its last window when it has a few.
+        ticks = []
+        for run in tl.runs():
+            ticks += [run[0], run[-1]] if len(run) >= 3 else [run[0]]
+        every = max(1, -(-len(ticks) // 20))
+        ticks = ticks[::every]
+        layout["xaxis"].update(tickmode="array", tickvals=[plotly_ts(t) for t in ticks],
+                               ticktext=[tl.tick_text(t) for t in ticks], tickangle=-30)
     return layout
 
 
@@ -432,11 +445,16 @@ def _per_window(tl: Timeline, rows: Iterable[Row], col: str) -> list[float]:
     return out
 
 
+OTHER = "other"   # the bar of every series past the twelfth: hatched, no colour of its own
+
+
 def _bars(tl: Timeline, name: str, ys: list[float], color: str, hover: list[str], **kw: Any) -> dict[str, Any]:
     """Bars exactly one window wide, from each window's start; empty windows are there, at zero."""
+    marker: dict[str, Any] = {"color": color, "line": {"width": 0.5, "color": "#fff"}}
+    if color == OTHER:
+        marker.update(color="#e4e4ea", pattern={"shape": "/", "fgcolor": "#8a8a96", "solidity": 0.3})
     return {"type": "bar", "name": name, "x": [plotly_ts(s) for s in tl.starts], "y": ys,
-            "width": tl.step.total_seconds() * 1000, "offset": 0, "customdata": hover,
-            "marker": {"color": color, "line": {"width": 0.5, "color": "#fff"}}, **kw}
+            "width": tl.step.total_seconds() * 1000, "offset": 0, "customdata": hover, "marker": marker, **kw}
 
 
 def errors_over_time(rows: Sequence[Row], tl: Timeline | None = None) -> Figure | None:
@@ -456,7 +474,7 @@ def errors_over_time(rows: Sequence[Row], tl: Timeline | None = None) -> Figure 
             for i, k in enumerate(top)]
     if rest:
         data.append(_bars(tl, f"{len(rest)} other errors", _per_window(tl, [r for k in rest for r in series[k]],
-                                                                           "count"), "#9E9E9E", hover,
+                                                                           "count"), OTHER, hover,
                           hovertemplate="other errors<br>%{customdata}<br>%{y:,}<extra></extra>"))
     layout = _time_layout(tl, "errors per window", barmode="stack")
     return {"data": data, "layout": layout}
@@ -473,7 +491,7 @@ def throughput_over_time(rows: Sequence[Row], tl: Timeline | None = None) -> Fig
     top, rest = _top_and_rest(series, size, MAX_SERIES)
     groups = [(esc(t), series[t], PALETTE[i % len(PALETTE)]) for i, t in enumerate(top)]
     if rest:
-        groups.append((f"{len(rest)} other topics", [r for t in rest for r in series[t]], "#9E9E9E"))
+        groups.append((f"{len(rest)} other topics", [r for t in rest for r in series[t]], OTHER))
     hover = _window_hover(tl)
     data, cols = [], []
     ways = [way for way in ("produced", "fetched")   # a panel only for what happened
