@@ -83,6 +83,7 @@ def open_capture_run(path: str | os.PathLike[str] | Sequence[str | os.PathLike[s
     capture's connections; ``topics``: the registry to fill; ``messages``: see
     :meth:`DecodeOptions.capture_options` (the dataset needs only exchanges)."""
     use_default_code_cache()
+    check_keylogs(options.tls_keylog)   # a key log that cannot be read is bad use, not a damaged capture
     try:
         return read_capture(path, options.capture_options(share=share, messages=messages), topics=topics)
     except CaptureError as exc:   # not a capture at all, or unreadable
