@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from analysis import runner
-from analysis.exceptions import AnalysisError
+from analysis.exceptions import AnalysisError, UsageError
 
 HELP = """\
 Runs every analysis job (latency, errors, throughput, consumer groups, lag,
@@ -75,15 +75,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     runner.add_arguments(p, report=True)
 
 
-def _summary_line(results: runner.Results) -> str:
+def _summary_line(results: runner.Results, datasets: Sequence[str] = ()) -> str:
+    """What was read, first: a dataset holding more captures than the user thinks says so at once."""
     table = results.get("summary")
     if table is None or table.num_rows == 0:
         return ""
     s = table.to_pylist()[0]
-    first = runner._cell(s["first_ts"])
-    return (f"{s['exchanges']} exchanges, {s['connections']} connections, {s['clients']} clients, "
-            f"{s['brokers']} brokers, {s['errors']} errors, {s['anomalies']} anomalies; "
-            f"{first} UTC + {s['duration_s'] or 0:.1f} s")
+    where = f" from {', '.join(datasets)}" if datasets else ""
+
+    def n(col: str, word: str) -> str:
+        count = s[col] or 0
+        return f"{count:,} {word}{'s' * (count != 1)}"
+    return (f"read {n('captures', 'capture')} and {n('exchanges', 'exchange')}{where}: "
+            f"{n('connections', 'connection')}, {n('clients', 'client')}, {n('brokers', 'broker')}, "
+            f"{n('errors', 'error')}, {n('anomalies', 'anomaly').replace('anomalys', 'anomalies')}; "
+            f"{runner._cell(s['first_ts'])} UTC to {runner._cell(s['last_ts'])} UTC ({_span(s['duration_s'] or 0.0)})")
+
+
+def _span(seconds: float) -> str:
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds:.1f} s"
 
 
 def _printed(results: runner.Results) -> runner.Results:
@@ -104,7 +117,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark=None) -> int:
     for path in filter(None, [args.report, args.json]):
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
-            raise AnalysisError(f"{path}: directory {parent} does not exist")
+            raise UsageError(f"{path}: directory {parent} does not exist")
     from analysis.dataset import check_paths
     check_paths(args.datasets)  # a wrong path answers at once, before the JVM starts
     started = time.monotonic()
@@ -121,7 +134,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark=None) -> int:
     finally:
         if spark is None:
             session.stop()
-    print(_summary_line(results), file=out)
+    print(_summary_line(results, args.datasets), file=out)
     runner.print_tables(_printed(results), VIEWS, args.limit, out)
     print(file=out)
     if args.json:
@@ -153,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args)
     except AnalysisError as exc:
         print(f"kdissect analyze: {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_code
     except KeyboardInterrupt:
         print("kdissect analyze: interrupted", file=sys.stderr)
         return 130

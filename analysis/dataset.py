@@ -32,7 +32,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from analysis.exceptions import DatasetError
+from analysis.exceptions import DatasetError, NoSuchDataset
 
 
 def _schema(*fields: tuple[str, object]) -> StructType:
@@ -160,9 +160,10 @@ def _parquet_files(directory: str) -> list[str]:
 
 def check_local(path: str) -> tuple[dict[str, list[str]], int, int]:
     """Files per table, total bytes and exchange rows of a local dataset; DatasetError if unusable."""
+    if not os.path.exists(path):
+        raise NoSuchDataset(f"{path}: no such directory (expected the OUTDIR of kdissect decode)")
     if not os.path.isdir(path):
-        what = "is a file, not a dataset directory" if os.path.exists(path) else "no such directory"
-        raise DatasetError(f"{path}: {what} (expected the OUTDIR of kdissect decode)")
+        raise DatasetError(f"{path}: is a file, not a dataset directory (expected the OUTDIR of kdissect decode)")
     missing = [t for t in REQUIRED if not os.path.isdir(os.path.join(path, t))]
     if missing:
         raise DatasetError(f"{path}: not a kdissect dataset (no {', '.join(m + '/' for m in missing)}); "

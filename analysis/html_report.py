@@ -42,6 +42,8 @@ DEFAULT_TITLE = "kafka-dissect report"
 TOP_ROWS = 12      # rows shown per table; the rest fold into a <details>
 MAX_ROWS = 1000    # rows written per table at all, so a huge table cannot bloat the page
 GANTT_GROUPS = 12  # rebalance timelines drawn; the table lists every group
+GANTT_CAPTION = ("Red: each rebalance, from its first JoinGroup to its last SyncGroup answer; a coloured bar per "
+                 "member: the generation it held, until the next rebalance or the group's last sighting.")
 
 
 def plotly_js() -> str:
@@ -90,10 +92,12 @@ class CellFormat:
 
     def cell(self, col: str, value: object) -> tuple[str, str, str]:
         """(html text, css class, title attribute) of one value."""
-        if value is None or value == "":
+        if value is None:
             return '<span class="none">–</span>', "", ""
+        if value == "":
+            return '<span class="none">(empty)</span>', "", "an empty string"
         if isinstance(value, bool):
-            return ("yes" if value else "no"), ("flag" if value and col in ("outdated",) else ""), ""
+            return ("yes" if value else "no"), "", ""
         if _is_time_column(col):
             ts = charts.parse_ts(value)
             if ts is not None:
@@ -250,7 +254,10 @@ TABLES = {t.name: t for t in (
                                      "apis", "paired", "unpaired", "orphans"), ("unpaired", "orphans", "connections")),
     TableSpec("api_versions", "Api versions (outdated first)", ("client_id", "api_name", "api_version",
                                                                 "broker_max_version", "outdated", "count"),
-              ("outdated", "count")),
+              ("outdated", "count"),
+              note="<i>outdated</i>: older than the newest version the broker offered on the same connections, "
+                   "which is usual and harmless; versions Kafka 4 no longer accepts are the finding "
+                   "<code>client.old_versions</code>."),
     TableSpec("anomalies_by_kind", "Anomalies", ("kind", "count", "first_ts", "last_ts"), ("count",)),
 )}
 
@@ -283,22 +290,27 @@ class Page:
     def rows(self, name: str) -> list[Mapping[str, Any]]:
         return rows_of(self.results, name)
 
-    def chart(self, chart_id: str, title: str, figure: dict | None, source: str, instead: str = "") -> str:
-        """A chart, or when there is nothing to draw, "no data" (or ``instead``, when that says more)."""
+    def chart(self, chart_id: str, title: str, figure: dict | None, source: str, instead: str = "",
+              caption: str = "") -> str:
+        """A chart with its one-line caption, or when there is nothing to draw, "no data" (or ``instead``,
+        when that says more)."""
         self.shown.add(source)
         if figure is None:
             body = f'<div class="nodata">{html.escape(instead)}</div>' if instead else _nodata(source)
+            caption = ""
         else:
             self.figures[chart_id] = figure
-            body = f'<div class="kd-chart" id="{chart_id}"></div>'
-        return f'<figure class="card"><figcaption>{html.escape(title)}</figcaption>{body}</figure>'
+            body = f'<div class="kd-chart" id="{chart_id}" data-table="{html.escape(source)}"></div>'
+        text = f'<p class="caption">{html.escape(caption)}</p>' if caption else ""
+        return f'<figure class="card"><figcaption>{html.escape(title)}</figcaption>{body}{text}</figure>'
 
     def table(self, name: str, title: str | None = None) -> str:
         spec = TABLES.get(name) or TableSpec(name, name.replace("_", " "), ())
         self.shown.add(name)
         rows = _prepared(name, self.rows(name))
+        note = f'<p class="note">{spec.note}</p>' if spec.note and rows else ""
         return (f'<section class="card tablecard" id="t-{html.escape(name)}"><h3>{html.escape(title or spec.title)}'
-                f' <code>{html.escape(name)}</code></h3>{table_html(spec, rows, self.fmt)}</section>')
+                f' <code>{html.escape(name)}</code></h3>{note}{table_html(spec, rows, self.fmt)}</section>')
 
     def section(self, anchor: str, title: str, blurb: str, *parts: str) -> None:
         self.nav.append((anchor, title))
@@ -317,7 +329,7 @@ def _gantts(p: Page) -> list[str]:
     out = []
     for i, (group, n, fig) in enumerate(gantts):
         out.append(p.chart(f"ch-rebalances-{i}", f"Rebalance timeline of {group}: {n} rebalance{'s' * (n != 1)}",
-                           fig, "rebalances"))
+                           fig, "rebalances", caption=GANTT_CAPTION))
     more = len({str(r.get("group_id")) for r in rebalances}) - len(gantts)
     if more > 0:
         out.append(f'<p class="blurb">{more} more groups with fewer rebalances: see the table.</p>')
@@ -369,7 +381,9 @@ def _duration(seconds: float) -> str:
         return f"{seconds:.1f} s"
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return charts.span_label(seconds)
 
 
 def _day(results: object) -> dt.date | None:
@@ -387,21 +401,35 @@ def render(results: Results, *, title: str = DEFAULT_TITLE) -> str:
     summary = p.rows("summary")
     p.shown.add("summary")
     if p.rows("findings"):
-        p.section("findings", "What to look at", "What the traffic says is wrong, the most severe first; each "
-                  "links to where it shows and gives a <code>kdissect show</code> line listing its exchanges.",
-                  report_findings.what_to_look_at(p.rows("findings")), p.table("findings"))
+        n = len(p.rows("findings"))
+        p.section("findings", "What to look at", "What the traffic says is wrong, one line per rule, the most "
+                  "severe first: how many findings, the worst subjects, where it shows. Open a rule for each "
+                  "finding, its figures and a <code>kdissect show</code> line listing its exchanges.",
+                  report_findings.what_to_look_at(p.rows("findings")),
+                  f'<details class="tablefold"><summary>the findings table ({n:,} row{"s" * (n != 1)})</summary>'
+                  + p.table("findings") + "</details>")
     else:
         p.shown.add("findings")
+    summary_row = summary[0] if summary else {}
+    series = {name: p.rows(name) for name in ("latency_over_time", "errors_over_time", "throughput_over_time")}
+    # One time axis for the three time-series charts: the same windows, complete, the same stretches cut.
+    tl = charts.timeline(*series.values(), first_ts=summary_row.get("first_ts"), last_ts=summary_row.get("last_ts"))
+    axis = tl.caption() if tl is not None else ""
+    too_many = axis if tl is not None and tl.too_many else ""
+    drawn = tl if tl is not None and not tl.too_many else None
     p.section(
         "latency", "Latency",
         "Request to response, per exchange. Idle Fetch long polls and acks=0 Produce are left out of the "
         "percentiles (see <i>idle fetches</i>).",
-        '<div class="grid2">'
-        + p.chart("ch-latency-time", "Latency percentiles over time per api (log scale)",
-                  charts.latency_over_time(p.rows("latency_over_time")), "latency_over_time")
-        + p.chart("ch-latency-cdf", "Latency distribution: share of exchanges within a latency (log scale)",
-                  charts.latency_cdf(p.rows("latency_histogram")), "latency_histogram")
-        + "</div>",
+        p.chart("ch-latency-time", "Latency percentiles over time per api (log scale)",
+                charts.latency_over_time(series["latency_over_time"], drawn) if drawn else None,
+                "latency_over_time", too_many,
+                caption="Each api's p99 (buttons: p50, p90, max) per window, drawn across the window; a break "
+                        "is a window without answered requests of that api. " + axis),
+        p.chart("ch-latency-cdf", "Latency distribution: share of exchanges within a latency (log scale)",
+                charts.latency_cdf(p.rows("latency_histogram")), "latency_histogram",
+                caption="For each api, the share of its answered requests (y) that took at most a latency (x): "
+                        "the further right a curve climbs, the slower the api."),
         p.table("latency_by_api"), p.table("latency_spikes"),
         '<div class="grid2">' + p.table("latency_by_client") + p.table("latency_by_broker") + "</div>",
         '<div class="grid2">' + p.table("latency_by_topic") + p.table("latency_by_size") + "</div>",
@@ -410,14 +438,21 @@ def render(results: Results, *, title: str = DEFAULT_TITLE) -> str:
         "errors", "Errors",
         "Error codes in responses, per partition where the api has them. <i>retriable</i>: whether Kafka's "
         "own client retries that error.",
-        p.chart("ch-errors-time", "Errors over time", charts.errors_over_time(p.rows("errors_over_time")),
-                "errors_over_time"),
+        p.chart("ch-errors-time", "Errors over time",
+                charts.errors_over_time(series["errors_over_time"], drawn) if drawn else None, "errors_over_time",
+                too_many or ("no errors" if drawn and not series["errors_over_time"] else ""),
+                caption="Error answers per window, stacked by error and api; a window without a bar had none. "
+                        + axis),
         p.table("errors"))
     p.section(
         "throughput", "Throughput",
         "Records and bytes produced (accepted by the broker) and fetched, per topic.",
         p.chart("ch-throughput-time", "Throughput per topic over time",
-                charts.throughput_over_time(p.rows("throughput_over_time")), "throughput_over_time"),
+                charts.throughput_over_time(series["throughput_over_time"], drawn) if drawn else None,
+                "throughput_over_time", too_many,
+                caption="Records (buttons: bytes) per window and topic, a panel for what was produced and accepted "
+                        "by the broker and one for what Fetch responses carried; a window without a bar had none. "
+                        + axis),
         p.table("throughput_by_topic"),
         '<div class="grid2">' + p.table("top_clients") + p.table("produce_to_fetch") + "</div>")
     p.section(
@@ -432,7 +467,9 @@ def render(results: Results, *, title: str = DEFAULT_TITLE) -> str:
         "committed offset (or fetch position). It is what the wire showed, not the broker's live state.",
         p.chart("ch-lag", "Lag per partition", charts.lag_per_partition(p.rows("consumer_lag")), "consumer_lag",
                 "every partition is at lag 0" if any(charts.number(r.get("lag")) is not None
-                                                     for r in p.rows("consumer_lag")) else ""),
+                                                     for r in p.rows("consumer_lag")) else "",
+                caption="Per partition and group: the latest high watermark seen minus the latest committed offset "
+                        "(or fetch position), the largest first; partitions at lag 0 are counted, not drawn."),
         p.table("consumer_lag"))
     p.section("producers", "Producers", "Idempotent and transactional producers and their transactions.",
               p.table("producers"))
@@ -494,7 +531,7 @@ _GLUE = """
 """
 
 _CSS = """
-:root { --ink: #1d1d24; --muted: #6b6b78; --line: #e3e3ea; --bg: #f6f6f9; --accent: #0072B2; --bad: #C62828; }
+:root { --ink: #1d1d24; --muted: #6b6b78; --line: #e3e3ea; --bg: #f6f6f9; --accent: #0072B2; }
 * { box-sizing: border-box; }
 body { margin: 0; background: var(--bg); color: var(--ink);
        font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
@@ -526,14 +563,15 @@ figcaption, .card h3 { font-weight: 600; font-size: 14px; margin: 0 0 6px; }
 .tablewrap { overflow-x: auto; }
 table.kd-table { border-collapse: collapse; width: 100%; font-size: 12.5px; font-variant-numeric: tabular-nums; }
 .kd-table th { text-align: left; font-weight: 600; color: var(--muted); border-bottom: 1px solid var(--line);
-               padding: 4px 8px; white-space: nowrap; font-size: 11.5px; }
-.kd-table td { padding: 3px 8px; border-bottom: 1px solid #f0f0f4; white-space: nowrap; max-width: 420px;
-               overflow: hidden; text-overflow: ellipsis; }
-.kd-table tbody tr:first-child td { font-weight: 600; }
+               padding: 4px 8px; font-size: 11.5px; vertical-align: bottom; }
+/* Text wraps inside its cell, so a table fits its card; numbers and times stay on one line. */
+.kd-table td { padding: 3px 8px; border-bottom: 1px solid #f0f0f4; vertical-align: top; max-width: 26em;
+               overflow-wrap: anywhere; }
 .kd-table tr:hover td { background: #f3f7fc; }
-.kd-table td.num { text-align: right; }
-.kd-table td.ts { color: #444; }
-.kd-table td.flag { color: var(--bad); font-weight: 600; }
+.kd-table td.num { text-align: right; white-space: nowrap; }
+.kd-table td.ts { color: #444; white-space: nowrap; }
+.caption { color: var(--muted); font-size: 12.5px; margin: 4px 2px 0; }
+.note { color: var(--muted); font-size: 12.5px; margin: 0 0 6px; }
 .none { color: #b3b3bd; }
 details summary { cursor: pointer; color: var(--accent); font-size: 12px; margin: 6px 0; }
 footer { margin-top: 32px; color: var(--muted); font-size: 12px; text-align: center; }

@@ -38,17 +38,21 @@ OFFERED = StructType([StructField("api_keys", ArrayType(StructType([
 def summary(exchanges: DataFrame, anomalies: DataFrame) -> DataFrame:
     """One row: capture span, captures, connections, clients, brokers, exchanges, errors, bytes, anomalies."""
     ts = frames.exchange_ts()
+    # A connection counts when the dataset holds a row of it, an exchange or an anomaly (a TLS connection
+    # without its keys has only the latter), in its capture: as decode's summary counts them.
+    conns = (exchanges.select(*CONNECTION)
+             .unionByName(anomalies.where(F.col("connection").isNotNull()).select(*CONNECTION))
+             .distinct().agg(F.count(F.lit(1)).alias("connections")))
     ex = exchanges.agg(
         F.min(ts).alias("first_ts"), F.max(ts).alias("last_ts"),
         F.countDistinct("capture").alias("captures"),
-        F.countDistinct("capture", "connection").alias("connections"),
         F.countDistinct("client_id").alias("clients"),
         F.countDistinct(frames.broker()).alias("brokers"),
         F.count(F.lit(1)).alias("exchanges"),
         F.sum(frames.failed().cast("long")).alias("errors"),
         F.sum(F.coalesce("request_bytes", F.lit(0)) + F.coalesce("response_bytes", F.lit(0))).alias("bytes"))
     an = anomalies.agg(F.count(F.lit(1)).alias("anomalies"))
-    return (ex.crossJoin(an)
+    return (ex.crossJoin(conns).crossJoin(an)
             .withColumn("duration_s", frames.millis_between("first_ts", "last_ts") / 1000.0)
             .select("first_ts", "last_ts", "duration_s", "captures", "connections", "clients", "brokers",
                     "exchanges", "errors", "bytes", "anomalies"))

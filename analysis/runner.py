@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from analysis.exceptions import AnalysisError
+from analysis.exceptions import AnalysisError, UsageError
 from analysis.options import Options, window_for
 
 # A job: the dataset and options in, named result tables out (lazy DataFrames).
@@ -66,7 +66,7 @@ def spark_conf(pairs: Sequence[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise AnalysisError(f"--conf {pair!r}: expected KEY=VALUE")
+            raise UsageError(f"--conf {pair!r}: expected KEY=VALUE")
         conf[key.strip()] = value.strip()
     return conf
 
@@ -77,7 +77,7 @@ def findings_config(args: argparse.Namespace) -> Any:
     try:
         return load(RULES, getattr(args, "rules", None), getattr(args, "set", None) or [])
     except FindingsConfigError as exc:
-        raise AnalysisError(str(exc)) from None
+        raise UsageError(str(exc)) from None
 
 
 def job_tables(name: str) -> Tables:
@@ -98,7 +98,7 @@ def compute(spark: Any, args: argparse.Namespace, jobs: Sequence[str]) -> dict[s
         span = ds.exchanges.agg(F.min(F.coalesce("request_ts", "response_ts")).alias("a"),
                                 F.max(F.coalesce("request_ts", "response_ts")).alias("b")).first()
         if span is None or span["a"] is None:
-            raise AnalysisError("no exchanges in the time range given (--since/--until)")
+            raise UsageError("no exchanges in the time range given (--since/--until)")
         window = window_for((span["b"] - span["a"]).total_seconds())
     opts = Options(window=window, findings=findings_config(args))
     tables: dict[str, Any] = {}
@@ -265,5 +265,5 @@ def run_job(job: str, tables: Tables, argv: Sequence[str] | None = None, out: Te
                 session.stop()
     except AnalysisError as exc:
         print(f"analysis {job}: {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_code
     return 0

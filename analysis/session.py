@@ -6,10 +6,14 @@ gateway traceback, so :func:`check_java` says what to install in one line.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
+import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from analysis.exceptions import SparkUnavailable
@@ -25,6 +29,42 @@ LOCAL_DEFAULTS = {
 }
 SHUFFLE_PARTITIONS_LOCAL = 4
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+# Spark's launcher starts the JVM with the incubating Vector API; the JVM says so on stderr, one line
+# that means nothing to a user and landed in the middle of the progress line.
+JVM_NOISE = (b"WARNING: Using incubator modules: jdk.incubator.vector",)
+
+
+def _forward(read_fd: int, write_fd: int) -> None:
+    """Copy the JVM's stderr to ours line by line, leaving out :data:`JVM_NOISE`; ends with the JVM."""
+    with os.fdopen(read_fd, "rb", buffering=0) as pipe, os.fdopen(write_fd, "wb", buffering=0) as out:
+        for line in iter(pipe.readline, b""):
+            if not line.rstrip(b"\r\n").startswith(JVM_NOISE):
+                with contextlib.suppress(OSError):
+                    out.write(line)
+
+
+@contextlib.contextmanager
+def quiet_jvm_start() -> Iterator[None]:
+    """While a JVM is started in the block, give it a stderr that drops :data:`JVM_NOISE` and passes on
+    everything else (Spark's errors included) for as long as it runs; this process's own stderr is
+    restored when the block ends."""
+    try:
+        original = os.dup(2)
+    except OSError:   # no stderr at all: nothing to keep clean
+        yield
+        return
+    read_fd, write_fd = os.pipe()
+    sys.stderr.flush()
+    os.dup2(write_fd, 2)          # what the JVM inherits
+    os.close(write_fd)
+    threading.Thread(target=_forward, args=(read_fd, os.dup(original)), daemon=True,
+                     name="kdissect-jvm-stderr").start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(original, 2)      # the JVM keeps the pipe; this process writes to its stderr again
+        os.close(original)
 
 
 def java_command() -> str | None:
@@ -88,7 +128,8 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
     for key, value in settings.items():
         builder = builder.config(key, value)
     try:
-        spark = builder.getOrCreate()
+        with quiet_jvm_start():
+            spark = builder.getOrCreate()
     except Exception as exc:  # noqa: BLE001 - pyspark raises several types when the JVM cannot start
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SparkUnavailable(f"Spark did not start ({first}); check Java ({INSTALL_JAVA})") from None

@@ -122,6 +122,23 @@ class _Side:
         self.first_ts = ts
 
 
+
+def resync_detail(direction: Direction, skipped: int, joined: bool, generation: str) -> str:
+    """What a resync anomaly says: after a mid-stream start it is no error, and reads so."""
+    if joined:
+        what = "requests" if direction == TO_BROKER else "responses"
+        rest = f", after {skipped} bytes of an earlier one" if skipped else ""
+        return f"the capture joined this connection mid-stream: {what} read from the first {generation}frame{rest}"
+    if skipped:
+        return f"skipped {skipped} bytes to the next provable {generation}frame"
+    return f"found a {generation}frame boundary"
+
+
+def _api_name(api_key: int) -> str:
+    from dissector.schema import api_name   # a rare path: the schema module stays out of the import
+    return api_name(api_key)
+
+
 class Connection:
     """Feed bytes of both directions in capture order; get events back."""
 
@@ -131,7 +148,9 @@ class Connection:
         self.topics = topics if topics is not None else TopicRegistry()
         self._decoders = decoders or default_decoders()
         held = self.options.held
-        self._sides = (_Side(not mid_stream, held), _Side(not mid_stream, held))
+        # synced None: joined mid-stream and not yet on a frame (False: sync lost to a gap).
+        joined = None if mid_stream else True
+        self._sides = (_Side(joined, held), _Side(joined, held))
         self._pending: dict[int, tuple[int, Request]] = {}
         self._pending_bytes = 0     # estimated memory of _pending (see Options.max_in_flight_bytes)
         self._cap_hits = 0
@@ -360,8 +379,8 @@ class Connection:
                                         failure.offset)
             elif failure is None and d.end != len(frame) and not truncated_size:
                 out.append(Anomaly("trailing_bytes", TO_BROKER, first_ts,
-                                   f"{len(frame) - d.end} bytes after the {hdr.api_key}/v{hdr.api_version} request body",
-                                   offset))
+                                   f"{len(frame) - d.end} bytes after the {_api_name(hdr.api_key)} "
+                                   f"v{hdr.api_version} request body", offset))
             self._after_request(hdr.api_key, hdr.api_version, body)
         req = Request(hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id, size, first_ts, last_ts,
                       hdr.header_version, body, failure, offset, raw, hdr.tags)
@@ -611,11 +630,8 @@ class Connection:
             side.keep(buf[at:], ts)
             side.need = waiting
             return
-        if at:
-            out.append(Anomaly("resync", direction, ts, f"skipped {at} bytes to the next provable frame",
-                               side.offset, {"skipped": at}))
-        else:
-            out.append(Anomaly("resync", direction, ts, "found a frame boundary", side.offset, {"skipped": 0}))
+        out.append(Anomaly("resync", direction, ts, resync_detail(direction, at, side.synced is None, ""),
+                           side.offset, {"skipped": at}))
         side.offset += at
         side.synced = True
         self._frames(direction, side, buf[at:] if at else buf, ts, ts, out)

@@ -11,11 +11,17 @@ from collections.abc import Sequence
 
 from capture import CaptureError
 
-from kdissect.errors import KdissectError
+from kdissect.errors import (
+    EXIT_DAMAGED,
+    EXIT_DOCTOR_FAILED,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    DamagedInput,
+    KdissectError,
+    UsageError,
+)
 
-EXIT_ERROR = 1       # a user error: one line on stderr
-EXIT_USAGE = 2       # a bad command line
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130   # the others: kdissect.errors (the README's exit codes)
 
 MAIN_HELP = """\
 Decode Apache Kafka traffic from packet captures into a Parquet dataset that
@@ -223,6 +229,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="compare kdissect's decoding of a capture with Wireshark's")
     p.add_argument("input", metavar="INPUT", help="a pcap/pcapng file")
     p.add_argument("--ports", metavar="LIST", help="Kafka ports (default: detect)")
+    p.add_argument("--tshark", default="tshark", metavar="PATH",
+                   help="the tshark to run (default: tshark on PATH); a newer Wireshark decodes more versions")
     _tls_keylog(p)
 
     analyze_help = "run the Spark analysis over datasets: tables, JSON, HTML report"
@@ -273,7 +281,7 @@ def _decode(args: argparse.Namespace) -> int:
     from kdissect.decode import decode_files
     from kdissect.progress import ProgressLine
     from kdissect.source import DecodeOptions, ports_option, protocol_option
-    from kdissect.summary import format_summary
+    from kdissect.summary import damage_lines, format_summary
 
     options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
                             records=args.records or args.record_bytes, record_bytes=args.record_bytes,
@@ -293,7 +301,14 @@ def _decode(args: argparse.Namespace) -> int:
         print(format_summary(result.counts, packets=result.packets, bytes_read=result.bytes_read,
                              elapsed=result.elapsed, outdir=str(result.outdir), tables=tables,
                              rotated=[(c[0].name, len(c)) for c in result.rotated]))
-    return 0
+    return _damaged(damage_lines(result.files, result.counts.anomalies), "what could be read is in the dataset")
+
+
+def _damaged(lines: list[str], then: str) -> int:
+    """One line per damaged capture on stderr, and exit 3; 0 when there is none."""
+    for line in lines:
+        sys.stderr.write(f"kdissect: damaged input: {line}; {then}\n")
+    return EXIT_DAMAGED if lines else 0
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -311,14 +326,16 @@ def _show(args: argparse.Namespace) -> int:
     )
     sets = captures(args.inputs)
     if len(sets) != 1:
-        raise KdissectError(f"{len(sets)} captures given ({', '.join(describe(c) for c in sets[:3])}"
+        raise UsageError(f"{len(sets)} captures given ({', '.join(describe(c) for c in sets[:3])}"
                             f"{', ...' if len(sets) > 3 else ''}): show takes one capture, a file or the files "
                             "of one rotated capture")
+    damage: list[str] = []
     show(sets[0], sys.stdout, ShowOptions(filt, args.verbose, args.absolute_time, args.count),
          DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
                        tls_keylog=tuple(args.tls_keylog),
-                       protocol=protocol_option(args.protocol)))
-    return 0
+                       protocol=protocol_option(args.protocol)), damage=damage)
+    sys.stdout.flush()
+    return _damaged(damage, "what could be read is shown")
 
 
 def _live(args: argparse.Namespace) -> int:
@@ -343,8 +360,9 @@ def _compare(args: argparse.Namespace) -> int:
         raise KdissectError("compare is not available in this installation") from None
 
     if not os.path.isfile(args.input):
-        raise KdissectError(f"{args.input}: no such file")
-    return run_compare(args.input, ports_option(args.ports), sys.stdout, tls_keylog=tuple(args.tls_keylog))
+        raise UsageError(f"{args.input}: no such file")
+    return run_compare(args.input, ports_option(args.ports), sys.stdout, tshark=args.tshark,
+                       tls_keylog=tuple(args.tls_keylog))
 
 
 def _protocol(args: argparse.Namespace) -> int:
@@ -355,9 +373,14 @@ def _protocol(args: argparse.Namespace) -> int:
 
 def _analyze(args: argparse.Namespace) -> int:
     from analysis.cli import run
-    from analysis.exceptions import AnalysisError
+    from analysis.exceptions import AnalysisError, DatasetError
+    from analysis.exceptions import UsageError as AnalysisUsageError
     try:
         return run(args)
+    except AnalysisUsageError as exc:
+        raise UsageError(str(exc)) from None
+    except DatasetError as exc:
+        raise DamagedInput(str(exc)) from None
     except AnalysisError as exc:
         raise KdissectError(str(exc)) from None
 
@@ -376,12 +399,15 @@ COMMANDS["spark-decode"] = _spark_decode
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from kdissect.doctor import UsageError, run
+    from kdissect.doctor import run
     try:
         return run(args)
-    except (UsageError, KdissectError, CaptureError) as exc:  # exit 1 means "a critical finding": failures are 2
+    except CaptureError as exc:
         sys.stderr.write(f"kdissect doctor: {exc}\n")
-        return EXIT_USAGE
+        return EXIT_DAMAGED
+    except KdissectError as exc:   # 1 means "a critical finding": doctor's own failures exit 4
+        sys.stderr.write(f"kdissect doctor: {exc}\n")
+        return exc.exit_code if exc.exit_code != EXIT_FAILED else EXIT_DOCTOR_FAILED
 
 
 COMMANDS["doctor"] = _doctor
@@ -401,9 +427,12 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int
         return EXIT_USAGE
     try:
         return COMMANDS[args.command](args)
-    except (KdissectError, CaptureError) as exc:
+    except KdissectError as exc:
         sys.stderr.write(f"kdissect: {exc}\n")
-        return EXIT_ERROR
+        return exc.exit_code
+    except CaptureError as exc:   # a file that cannot be read as a capture; live: no capture privilege, ...
+        sys.stderr.write(f"kdissect: {exc}\n")
+        return EXIT_FAILED if args.command == "live" else EXIT_DAMAGED
     except KeyboardInterrupt:
         sys.stderr.write("kdissect: interrupted\n")
         return EXIT_INTERRUPTED

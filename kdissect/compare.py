@@ -6,15 +6,21 @@ Kafka PDU of a TCP segment as its own element, in order, with the
 should decode as Kafka are the broker ports kdissect found (or ``ports``).
 
 Messages pair up by (connection, direction, correlation id); for each pair the
-api, version, client id, non-zero error codes and topic names are compared, and
-whether each side could decode the body at all. Error codes and topics are
-compared only when both sides decoded the body: a partial decode proves nothing.
+api, version, client id, non-zero error codes and topic names (and topic ids)
+are compared, and whether each side could decode the body at all. Error codes
+and topics are compared only when both sides decoded the body: a partial decode
+proves nothing. A message kdissect decoded and tshark could not (a version or
+api that tshark's Wireshark predates, a response whose request it did not
+decode, a field it stopped on) is counted apart, with the reason, rather than
+as a disagreement; the summary names the tshark it ran.
 """
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -50,6 +56,7 @@ class Message:
     problem: str | None          # why the body was not (fully) decoded, None if it was
     frame: int | None = None     # Wireshark's frame number
     inferred: bool = False       # api/version guessed: the request was not in the capture
+    unsupported: str | None = None   # Wireshark's: why its dissector does not know this api or version
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +206,8 @@ class _PdmlReader:
             client, broker = ((src, sport), (dst, dport)) if request else ((dst, dport), (src, sport))
             yield Message(self._conn(stream, client, broker), "request" if request else "response",
                           pdu["correlation_id"], ts, pdu["api_key"], pdu["api_version"], pdu["client_id"],
-                          frozenset(pdu["errors"]), frozenset(pdu["topics"]), pdu["problem"], frame)
+                          frozenset(pdu["errors"]), frozenset(pdu["topics"]), pdu["problem"], frame,
+                          unsupported=pdu["unsupported"])
 
     def _is_request(self, pdu: dict[str, Any], sport: int, dport: int) -> bool:
         if pdu["request"] is not None:
@@ -217,7 +225,8 @@ class _PdmlReader:
     @staticmethod
     def _pdu(proto: ET.Element) -> dict[str, Any]:
         pdu: dict[str, Any] = {"request": None, "api_key": None, "api_version": None, "correlation_id": None,
-                               "client_id": None, "errors": set(), "topics": set(), "problem": None}
+                               "client_id": None, "errors": set(), "topics": set(), "problem": None,
+                               "unsupported": None}
         for f in proto:   # the header: direct children only (member client ids share kafka.client_id)
             name, show = f.get("name"), f.get("show", "")
             if name in ("kafka.request_key", "kafka.response_key"):
@@ -236,7 +245,10 @@ class _PdmlReader:
             elif name in ("kafka.api_version", "kafka.api_key"):
                 for bad in ("kafka.unsupported_api_version", "kafka.unknown_api_key"):
                     if _has(f, bad):
-                        pdu["problem"] = _expert(f) or bad
+                        # 4.0 gives up ("Unsupported Metadata version. Supports v0-9."); 4.4 adds that it
+                        # goes on as the newest it knows ("Dissecting assuming v3.").
+                        said = " ".join(_experts(f)) or bad
+                        pdu["problem"] = pdu["unsupported"] = said
         last_expert = None
         for f in proto.iter():   # the body; the malformed marker may be a nested <proto>
             name = f.get("name")
@@ -246,6 +258,10 @@ class _PdmlReader:
                     pdu["errors"].add(code)
             elif name == "kafka.topic_name":
                 pdu["topics"].add(f.get("show", ""))
+            elif name == "kafka.topic_id":
+                topic_id = _topic_id(f.get("value", ""))
+                if topic_id is not None:
+                    pdu["topics"].add(topic_id)
             elif name == "_ws.expert.message":
                 last_expert = f.get("show")
             elif name == "_ws.malformed" and f.tag == "proto":
@@ -255,6 +271,22 @@ class _PdmlReader:
 
 def _has(elem: ET.Element, name: str) -> bool:
     return any(f.get("name") == name for f in elem.iter())
+
+
+def _experts(elem: ET.Element) -> list[str]:
+    return [f.get("show", "") for f in elem.iter() if f.get("name") == "_ws.expert.message"]
+
+
+def _topic_id(hex_value: str) -> str | None:
+    """Wireshark's topic id (16 bytes in hex) as Kafka and kdissect write it: URL-safe base64, unpadded;
+    None for the zero id, which means "no id" (a Metadata request naming its topics)."""
+    try:
+        raw = bytes.fromhex(hex_value)
+    except ValueError:
+        return hex_value
+    if not raw.strip(b"\0"):
+        return None
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
 def _expert(elem: ET.Element) -> str | None:
@@ -340,9 +372,12 @@ def _api(key: int | None) -> str:
     return "?" if key is None else api_name(key)
 
 
-def _label(m: Message) -> str:
-    api = _api(m.api_key)
-    version = "" if m.api_version is None else f" v{m.api_version}"
+def _label(m: Message, ours: Message | None = None) -> str:
+    """Frame, connection, direction and correlation id of ``m``; its api and version, or when it has
+    none (tshark did not know the request), kdissect's ``ours``."""
+    named = ours if m.api_key is None and ours is not None else m
+    api = _api(named.api_key)
+    version = "" if named.api_version is None else f" v{named.api_version}"
     frame = f"frame {m.frame} " if m.frame is not None else ""
     return f"{frame}{m.conn} {m.direction} corr={m.correlation_id} {api}{version}"
 
@@ -359,6 +394,41 @@ def _one_keylog(files: tuple[str, ...], tmp: str) -> str | None:
     return joined
 
 
+# Why tshark could not decode a message kdissect decoded: counted apart from disagreements.
+UNDECODED = {
+    "version": "a version this tshark does not know",
+    "api": "an api this tshark does not know",
+    "request": "its request not decoded by tshark",
+    "malformed": "tshark stopped on a field (malformed)",
+}
+
+
+NEWER_WIRESHARK = (4, 4)   # knows the flexible versions of Kafka 2.4+ (Metadata v12, Produce v9+, Fetch v12+)
+
+
+def tshark_undecoded(ours: Message, theirs: Message) -> str | None:
+    """Why tshark could not decode a message kdissect decoded (a key of :data:`UNDECODED`), or None
+    when both decoded it, or kdissect did not: then the two are compared as they are."""
+    if ours.problem is not None or theirs.problem is None:
+        return None
+    if theirs.unsupported is not None:
+        return "api" if theirs.api_key is not None and "unknown" in theirs.unsupported.lower() \
+            and "version" not in theirs.unsupported.lower() else "version"
+    if theirs.problem.startswith("request missing"):
+        return "request"
+    return "malformed"
+
+
+def tshark_version(exe: str) -> str | None:
+    """``4.0.17`` from ``tshark --version``; None when it does not say."""
+    try:
+        proc = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"TShark \(Wireshark\) (\d+(?:\.\d+)+)", proc.stdout + proc.stderr)
+    return m.group(1) if m else None
+
+
 def run_compare(path: str, ports: list[int] | Iterable[int] | None, out: TextIO,
                 tshark: str = "tshark", tls_keylog: tuple[str, ...] = ()) -> int:
     """Print where Wireshark and kdissect disagree on ``path``, then a summary; 0 once compared.
@@ -369,6 +439,7 @@ def run_compare(path: str, ports: list[int] | Iterable[int] | None, out: TextIO,
     if exe is None:
         raise KdissectError(f"{tshark} not found: compare needs Wireshark's tshark "
                             "(Debian/Ubuntu: apt-get install tshark)")
+    version = tshark_version(exe)
     ours, broker_ports, tls_ports = kdissect_decoding(path, ports, tls_keylog)
     kafka_ports = (set(ports or ()) | broker_ports) - tls_ports
     with tempfile.TemporaryDirectory(prefix="kdissect-keys-") as tmp:
@@ -378,9 +449,19 @@ def run_compare(path: str, ports: list[int] | Iterable[int] | None, out: TextIO,
     pairs, only_ours, only_theirs = match(ours, theirs)
 
     by_kind: Counter[str] = Counter()
+    undecoded: Counter[str] = Counter()
+    unknown_versions: Counter[str] = Counter()
     disagreeing = 0
     lines: list[tuple[float, str]] = []
     for a, b in pairs:
+        why = tshark_undecoded(a, b)
+        if why is not None:
+            undecoded[why] += 1
+            if why in ("version", "api"):
+                unknown_versions[f"{_api(a.api_key)} v{a.api_version}"] += 1
+            lines.append((b.ts, f"tshark could not decode  {_label(b, a)}: {UNDECODED[why]} "
+                                f"({b.unsupported if why in ('version', 'api') else b.problem})"))
+            continue
         diffs = differences(a, b)
         if diffs:
             disagreeing += 1
@@ -396,10 +477,21 @@ def run_compare(path: str, ports: list[int] | Iterable[int] | None, out: TextIO,
     if lines:
         print(file=out)
     kinds = ", ".join(f"{k} {by_kind[k]}" for k in KINDS if by_kind[k])
+    why = ", ".join(f"{UNDECODED[k]} {undecoded[k]}" for k in UNDECODED if undecoded[k])
+    wireshark = f"Wireshark {version}" if version else "its Wireshark"
+    print(f"tshark                  {exe} ({wireshark})", file=out)
     print(f"ports decoded as Kafka  {','.join(map(str, sorted(kafka_ports))) or '-'}", file=out)
     print(f"messages compared       {len(pairs)}", file=out)
-    print(f"agreeing                {len(pairs) - disagreeing}", file=out)
+    print(f"agreeing                {len(pairs) - disagreeing - sum(undecoded.values())}", file=out)
+    print(f"tshark could not decode {sum(undecoded.values())}" + (f"  ({why})" if why else ""), file=out)
     print(f"disagreeing             {disagreeing}" + (f"  ({kinds})" if kinds else ""), file=out)
     print(f"only kdissect           {len(only_ours)}", file=out)
     print(f"only wireshark          {len(only_theirs)}", file=out)
+    if unknown_versions:
+        listed = ", ".join(k for k, _ in unknown_versions.most_common(6))
+        more = f" and {len(unknown_versions) - 6} more" if len(unknown_versions) > 6 else ""
+        older = version is not None and tuple(int(n) for n in version.split(".")[:2]) < NEWER_WIRESHARK
+        newer = ("a newer tshark decodes more of them (Wireshark 4.4: Debian 13's tshark, or wireshark.org)"
+                 if older else "a later Wireshark may know them (wireshark.org)")
+        print(f"note: {wireshark} does not know {listed}{more}; {newer}; --tshark PATH runs another", file=out)
     return 0

@@ -265,9 +265,11 @@ class Counts:
     partitions: int = 0
     records: int = 0
 
-    def add(self, other: Counts) -> None:
+    def add(self, other: Counts, capture: str | None = None) -> None:
+        """Add ``other``'s counts; ``capture`` names the capture they are of when this sums several: a
+        connection id (``client-broker#n``) repeats from one capture to the next, and each is its own."""
         self.captures += other.captures
-        self.connections |= other.connections
+        self.connections |= other.connections if capture is None else {(capture, c) for c in other.connections}
         self.exchanges += other.exchanges
         self.per_api.update(other.per_api)
         self.statuses.update(other.statuses)
@@ -311,15 +313,14 @@ class CaptureWriter:
         self._tally = Tally()
 
     def event(self, conn: ConnectionLike | None, ev: object) -> None:
-        """One capture event: exchanges and anomalies become rows; the rest only counts the connection."""
+        """One capture event: exchanges and anomalies become rows (and count their connection, so the
+        summary counts the connections the dataset holds, as ``analyze`` does); the rest is not written."""
         if ev.__class__ is Exchange:
             self.exchange(conn, ev)  # type: ignore[arg-type]
         elif isinstance(ev, Anomaly):
             self.anomaly(conn, ev)
         elif isinstance(ev, Exchange):
             self.exchange(conn, ev)  # type: ignore[arg-type]
-        elif conn is not None:
-            self._counts.connections.add(conn.id)
 
     @property
     def counts(self) -> Counts:

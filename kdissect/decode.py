@@ -154,7 +154,7 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
             writer.abort()
             run.close()
             raise
-        result.counts.add(writer.counts)
+        result.counts.add(writer.counts, capture=capture[0].name)
         result.packets += run.stats.packets
         result.bytes_read += run.source.bytes_read
         if tick is not None:
@@ -234,7 +234,7 @@ def _decode_parallel(sets: list[Capture], out: Path, options: DecodeOptions, pro
         for r in results:
             r.counts.captures = 0
             counts.add(r.counts)
-        result.counts.add(counts)
+        result.counts.add(counts, capture=sets[i][0].name)
         result.files += files
         result.packets += results[0].packets          # every share reads the whole file
         result.bytes_read += results[0].bytes_read

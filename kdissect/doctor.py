@@ -4,7 +4,9 @@ Decodes the inputs (into ``--dataset DIR`` or a temporary directory), runs the
 findings rules with Spark, prints the findings compactly with a ``kdissect
 show`` line per finding naming the capture file itself, and writes the results
 JSON / HTML report when asked. Exit status: 0 when nothing is critical, 1 when
-something is, 2 on bad use (bad option, missing input, bad rules file).
+something is, 2 on bad use (bad option, missing input, bad rules file, no Kafka
+in the input), 3 when an input is damaged (and nothing is critical), 4 when
+doctor itself fails (Spark cannot start, ...).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from kdissect.errors import KdissectError
+from kdissect.errors import EXIT_DAMAGED, DamagedInput, KdissectError, UsageError
 
 HELP = """\
 Decodes the captures, runs the analysis and the findings rules over them with
@@ -41,13 +43,8 @@ examples:
   kdissect doctor traffic.pcap --dataset out/ --master local[2]
 """
 
-EXIT_OK, EXIT_CRITICAL, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_CRITICAL = 0, 1
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
-
-
-class UsageError(KdissectError):
-    """Bad use of doctor: exit 2, never 1 (1 means "a critical finding")."""
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="pcap/pcapng files (gzip ok) or directories of them")
@@ -95,10 +92,15 @@ def evidence_text(raw: object, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def print_findings(rows: Sequence[Mapping[str, Any]], out: TextIO, *, show_info: bool, captures: int) -> None:
+def print_findings(rows: Sequence[Mapping[str, Any]], out: TextIO, *, show_info: bool, captures: int,
+                   exchanges: int | None = None) -> None:
+    """The findings worst first, after one line of how many, in how many captures (and exchanges) read."""
+    from analysis.report_findings import subject_text   # a blank client id reads "(empty client id)"
+
     counts = {s: sum(1 for r in rows if r.get("severity") == s) for s in SEVERITY_ORDER}
     total = f"{len(rows)} finding{'s' if len(rows) != 1 else ''}"
-    print(f"{total} in {captures} capture{'s' if captures != 1 else ''}: "
+    read = f" ({exchanges:,} exchange{'s' if exchanges != 1 else ''})" if exchanges is not None else ""
+    print(f"{total} in {captures} capture{'s' if captures != 1 else ''}{read}: "
           + ", ".join(f"{n} {s}" for s, n in counts.items()), file=out)
     shown = [r for r in rows if show_info or r.get("severity") != "info"]
     wrap = textwrap.TextWrapper(width=110, initial_indent="    ", subsequent_indent="      ",
@@ -106,7 +108,7 @@ def print_findings(rows: Sequence[Mapping[str, Any]], out: TextIO, *, show_info:
     for r in sorted(shown, key=lambda r: (SEVERITY_ORDER.get(r.get("severity"), 3), str(r.get("first_ts")))):
         print(file=out)
         print(f"{str(r.get('severity')).upper():8}  {r.get('finding')}  {r.get('subject_kind')} "
-              f"{r.get('subject')}  [{r.get('capture')}]", file=out)
+              f"{subject_text(r)}  [{r.get('capture')}]", file=out)
         print(wrap.fill(str(r.get("explanation") or "")), file=out)
         print(wrap.fill(f"look at: {r.get('advice') or ''}"), file=out)
         print(wrap.fill(f"evidence: {evidence_text(r.get('evidence'))}"), file=out)
@@ -125,24 +127,23 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) -> int:
-    """Decode, analyze, print; the exit status (0, or 1 for a critical finding). UsageError for bad use."""
+    """Decode, analyze, print; the exit status (0; 1 for a critical finding; 3 for a damaged input).
+    UsageError for bad use, KdissectError when it cannot do its work."""
     out = out or sys.stdout
     from analysis.findings import RULES, FindingsConfigError, load
     from kdissect.decode import decode_files
     from kdissect.inputs import capture_files
     from kdissect.progress import ProgressLine
     from kdissect.source import DecodeOptions, ports_option
+    from kdissect.summary import damage_lines
 
     try:
         load(RULES, args.rules, args.set)  # checked before anything is decoded; the jobs load it again
     except FindingsConfigError as exc:
         raise UsageError(str(exc)) from None
     _check_outputs(args)
-    try:
-        files = capture_files(args.inputs)
-        options = DecodeOptions(ports=ports_option(args.ports), tls_keylog=tuple(args.tls_keylog))
-    except KdissectError as exc:
-        raise UsageError(str(exc)) from None
+    files = capture_files(args.inputs)
+    options = DecodeOptions(ports=ports_option(args.ports), tls_keylog=tuple(args.tls_keylog))
     paths: dict[str, Path] = {}
     for f in files:
         paths.setdefault(f.name, f)  # the dataset names a capture by its file name
@@ -154,12 +155,15 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
             decoded = decode_files(args.inputs, dataset_dir, options, bar)
         finally:
             bar.clear()
+        damage = damage_lines(decoded.files, decoded.counts.anomalies)
+        if not decoded.counts.exchanges and damage:
+            raise DamagedInput(f"{'; '.join(damage)}: no Kafka exchange could be read, nothing to judge")
         if not decoded.counts.exchanges:
-            raise KdissectError("no Kafka exchanges in the input: nothing to judge (are --ports right?)")
+            raise UsageError("no Kafka exchanges in the input: nothing to judge (are --ports right?)")
         results = _analyze(dataset_dir, args, spark)
     results["findings"] = with_paths(results.get("findings", []), paths)
     rows = results["findings"]
-    print_findings(rows, out, show_info=args.all, captures=len(files))
+    print_findings(rows, out, show_info=args.all, captures=decoded.counts.captures, exchanges=decoded.counts.exchanges)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(results, fh, separators=(",", ":"))
@@ -171,7 +175,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
         print(f"report: {os.path.abspath(args.report)}", file=out)
     if args.dataset:
         print(f"dataset: {os.path.abspath(args.dataset)}", file=out)
-    return EXIT_CRITICAL if any(r.get("severity") == "critical" for r in rows) else EXIT_OK
+    for line in damage:
+        sys.stderr.write(f"kdissect doctor: damaged input: {line}; the findings are of what could be read\n")
+    if any(r.get("severity") == "critical" for r in rows):
+        return EXIT_CRITICAL
+    return EXIT_DAMAGED if damage else EXIT_OK
 
 
 def _analyze(dataset_dir: str, args: argparse.Namespace, spark: Any = None) -> dict[str, list[dict]]:
@@ -182,7 +190,10 @@ def _analyze(dataset_dir: str, args: argparse.Namespace, spark: Any = None) -> d
 
     job_args = argparse.Namespace(datasets=[dataset_dir], since=None, until=None, window=None, conf=[],
                                   set=args.set, rules=args.rules)
-    session = spark or build_session("kdissect-doctor", args.master)
+    try:
+        session = spark or build_session("kdissect-doctor", args.master)
+    except AnalysisError as exc:   # no Java, a Java too old: one line
+        raise KdissectError(str(exc)) from None
     try:
         return runner.as_json(runner.collect_all(runner.compute(session, job_args, runner.JOBS)))
     except AnalysisError as exc:

@@ -12,7 +12,7 @@ from dissector.v07.events import api_name_of
 from dissector.v07.views import partition_rows as v07_partition_rows
 from dissector.views import topic_names
 
-from kdissect.errors import KdissectError
+from kdissect.errors import UsageError
 
 
 
@@ -41,7 +41,7 @@ def parse_apis(specs: Iterable[str]) -> frozenset[int | str] | None:
             else:
                 close = [api_name(by_name[n]) for n in get_close_matches(part.lower(), list(by_name), n=3)]
                 hint = f" (did you mean {', '.join(close)}?)" if close else " (see: kdissect protocol)"
-                raise KdissectError(f"--api: unknown api {part!r}{hint}")
+                raise UsageError(f"--api: unknown api {part!r}{hint}")
     return frozenset(keys) or None
 
 

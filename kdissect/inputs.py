@@ -7,7 +7,7 @@ from pathlib import Path
 
 from capture import capture_sets
 
-from kdissect.errors import KdissectError
+from kdissect.errors import UsageError
 
 Capture = tuple[Path, ...]   # one capture: a file, or the files of a rotated capture in time order
 
@@ -24,18 +24,18 @@ def capture_files(inputs: list[str | os.PathLike[str]]) -> list[Path]:
         if p.is_dir():
             found = sorted(f for f in p.rglob("*") if f.is_file() and f.name.lower().endswith(CAPTURE_SUFFIXES))
             if not found:
-                raise KdissectError(f"{p}: no capture files (*{', *'.join(CAPTURE_SUFFIXES)}) in this directory")
+                raise UsageError(f"{p}: no capture files (*{', *'.join(CAPTURE_SUFFIXES)}) in this directory")
         elif p.exists():
             found = [p]
         else:
-            raise KdissectError(f"{p}: no such file or directory")
+            raise UsageError(f"{p}: no such file or directory")
         for f in found:
             key = f.resolve()
             if key not in seen:
                 seen.add(key)
                 out.append(f)
     if not out:
-        raise KdissectError("no input given")
+        raise UsageError("no input given")
     return out
 
 

@@ -33,7 +33,7 @@ from capture.live import LiveOptions as CaptureLiveOptions
 from kdissect.codecache import use_default_code_cache
 from kdissect.dataset import TABLES, CaptureWriter, Counts, prepare_outdir
 from kdissect.decode import row_options
-from kdissect.errors import KdissectError
+from kdissect.errors import KdissectError, UsageError
 from kdissect.progress import ProgressLine
 from kdissect.source import DecodeOptions, check_keylogs
 from kdissect.summary import format_summary, human_bytes
@@ -56,13 +56,13 @@ class LiveOptions:
     def validate(self) -> None:
         """One clear line for values that cannot work (the CLI checks the same before parsing ends)."""
         if not (math.isfinite(self.rotate) and self.rotate >= MIN_ROTATE):
-            raise KdissectError(f"--rotate must be a number of seconds of at least {MIN_ROTATE:g}")
+            raise UsageError(f"--rotate must be a number of seconds of at least {MIN_ROTATE:g}")
         if self.duration is not None and not (math.isfinite(self.duration) and self.duration > 0):
-            raise KdissectError("--duration must be a finite number of seconds greater than 0")
+            raise UsageError("--duration must be a finite number of seconds greater than 0")
         if self.count is not None and self.count < 1:
-            raise KdissectError("--count must be at least 1")
+            raise UsageError("--count must be at least 1")
         if self.spool_max < MIN_SPOOL:
-            raise KdissectError(f"--spool-max must be at least {MIN_SPOOL >> 20} MiB")
+            raise UsageError(f"--spool-max must be at least {MIN_SPOOL >> 20} MiB")
 
 
 def run_id() -> str:

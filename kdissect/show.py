@@ -16,6 +16,7 @@ from kdissect.bodies import body_error
 from kdissect.filters import MessageFilter, topics_of
 from kdissect.rows import message_partitions
 from kdissect.source import DecodeOptions, open_capture_run
+from kdissect.summary import DAMAGE
 from kdissect.tree import message_tree
 
 _MAX_TOPICS = 60   # characters of the topic/partition summary
@@ -46,9 +47,10 @@ def _partition_summary(msg: Request | Response, kind: str) -> str:
 
 
 class Printer:
-    def __init__(self, out: TextIO, options: ShowOptions) -> None:
+    def __init__(self, out: TextIO, options: ShowOptions, damage: list[str] | None = None) -> None:
         self.out = out
         self.options = options
+        self.damage = damage   # gets the details of damage to the capture file itself
         self.first_ts: int | None = None
         self.number = 0        # every message counts, shown or not, so numbers survive filtering
         self.printed = 0
@@ -114,6 +116,8 @@ class Printer:
         self._emit(line, message_tree(resp, "response", api) if self.options.verbose else None)
 
     def anomaly(self, conn: ConnectionInfo | None, a: Anomaly) -> None:
+        if conn is None and a.kind in DAMAGE and self.damage is not None:
+            self.damage.append(a.detail)
         if self.options.filter.active:
             return
         where = conn.id if conn is not None else "capture"
@@ -122,11 +126,12 @@ class Printer:
 
 
 def show(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], out: TextIO, options: ShowOptions,
-         decode: DecodeOptions | None = None) -> int:
+         decode: DecodeOptions | None = None, damage: list[str] | None = None) -> int:
     """Print the messages of a capture (a file, or a rotated capture's files in order); returns the
-    number of lines printed."""
+    number of lines printed. ``damage`` gets what is damaged in the capture file itself (cut short, a
+    corrupt record), whatever the filters."""
     run = open_capture_run(path, decode or DecodeOptions())
-    p = Printer(out, options)
+    p = Printer(out, options, damage)
     try:
         for conn, ev in _events(run):
             if isinstance(ev, Request):

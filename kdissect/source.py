@@ -15,7 +15,7 @@ from dissector.records import DEFAULT_MAX_DECOMPRESSED
 from dissector.topics import TopicRegistry
 
 from kdissect.codecache import use_default_code_cache
-from kdissect.errors import KdissectError
+from kdissect.errors import DamagedInput, UsageError
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,7 @@ def ports_option(spec: str | None) -> frozenset[int] | None:
     try:
         return parse_ports(spec)
     except ValueError as exc:
-        raise KdissectError(f"--ports: {exc}") from None
+        raise UsageError(f"--ports: {exc}") from None
 
 
 def keylog_files(tls_keylog: str | os.PathLike[str] | list[str | os.PathLike[str]] | tuple) -> tuple[str, ...]:
@@ -63,7 +63,7 @@ def check_keylogs(paths: tuple[str, ...]) -> None:
         try:
             check_readable(path)
         except CaptureError as exc:
-            raise KdissectError(str(exc)) from None
+            raise UsageError(str(exc)) from None
 
 
 def protocol_option(specs: list[str] | None) -> ProtocolChoice | None:
@@ -73,7 +73,7 @@ def protocol_option(specs: list[str] | None) -> ProtocolChoice | None:
     try:
         return parse_protocol(specs)
     except ValueError as exc:
-        raise KdissectError(f"--protocol: {exc}") from None
+        raise UsageError(f"--protocol: {exc}") from None
 
 
 def open_capture_run(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], options: DecodeOptions, *,
@@ -83,7 +83,8 @@ def open_capture_run(path: str | os.PathLike[str] | Sequence[str | os.PathLike[s
     capture's connections; ``topics``: the registry to fill; ``messages``: see
     :meth:`DecodeOptions.capture_options` (the dataset needs only exchanges)."""
     use_default_code_cache()
+    check_keylogs(options.tls_keylog)   # a key log that cannot be read is bad use, not a damaged capture
     try:
         return read_capture(path, options.capture_options(share=share, messages=messages), topics=topics)
-    except CaptureError as exc:
-        raise KdissectError(str(exc)) from None
+    except CaptureError as exc:   # not a capture at all, or unreadable
+        raise DamagedInput(str(exc)) from None

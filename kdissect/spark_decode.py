@@ -97,7 +97,7 @@ def spark_decode(spark: Any, inputs: list[str | os.PathLike[str]], outdir: str |
             for r in results:
                 r.counts.captures = 0
                 counts.add(r.counts)
-            result.counts.add(counts)
+            result.counts.add(counts, capture=c[0].name)
             result.packets += results[0].packets            # every share reads the whole file
             result.bytes_read += results[0].bytes_read
     except BaseException:
@@ -157,13 +157,16 @@ def session(master: str | None, app: str = "kdissect spark-decode") -> Any:
     if not conf.contains("spark.pyspark.python") and "PYSPARK_PYTHON" not in os.environ:
         # The executors' Python is this one (with kdissect installed), not whatever `python3` is first on PATH.
         os.environ["PYSPARK_PYTHON"] = sys.executable
-    return builder.getOrCreate()
+    from analysis.session import quiet_jvm_start
+    with quiet_jvm_start():
+        return builder.getOrCreate()
 
 
 def run(args: Any, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     """The command, from ``kdissect spark-decode``'s parsed arguments."""
+    from kdissect.errors import EXIT_DAMAGED
     from kdissect.source import ports_option, protocol_option
-    from kdissect.summary import format_summary
+    from kdissect.summary import damage_lines, format_summary
 
     options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
                             records=args.records or args.record_bytes, record_bytes=args.record_bytes,
@@ -184,7 +187,11 @@ def run(args: Any, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
         out.write(format_summary(result.counts, packets=result.packets, bytes_read=result.bytes_read,
                                  elapsed=result.elapsed, outdir=str(result.outdir), tables=tables,
                                  rotated=[(c[0].name, len(c)) for c in result.rotated]) + "\n")
-    return 0
+    # A file that is not a capture was a warning as it happened; damage inside a capture is said here.
+    damage = damage_lines(result.files, result.counts.anomalies)
+    for line in damage:
+        err.write(f"kdissect: damaged input: {line}; what could be read is in the dataset\n")
+    return EXIT_DAMAGED if damage or result.counts.anomalies["not_a_capture"] else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from capture import capture_sets
 
-from kdissect.errors import KdissectError
+from kdissect.errors import KdissectError, UsageError
 from kdissect.inputs import Capture, capture_files
 from kdissect.tables import SPEC
 
@@ -68,7 +68,7 @@ def expand_inputs(inputs: Iterable[str | os.PathLike[str]]) -> list[Path]:
         if glob.has_magic(text) and not os.path.exists(text):
             found = sorted(glob.glob(text, recursive=True))
             if not found:
-                raise KdissectError(f"{text}: no file matches this pattern")
+                raise UsageError(f"{text}: no file matches this pattern")
             names += found
         else:
             names.append(text)

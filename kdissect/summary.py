@@ -3,12 +3,41 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from capture.tls.keylog import HOW_TO_GET_KEYS
 
 from kdissect.dataset import Counts
 
 _UNPAIRED = ("no_response", "orphan_response")
+# Anomalies of the capture file itself that lose packets: cut short, a corrupt block or record. The
+# dataset holds what could be read, and the command says so and exits 3 (kdissect.errors.DamagedInput).
+# (A record longer than the packet it claims, caplen_exceeds_wirelen, loses nothing: not counted.)
+DAMAGE = ("capture_truncated", "capture_corrupt")
+
+
+def damage_lines(files: Iterable[Path], anomalies: Mapping[str, int]) -> list[str]:
+    """What is damaged in the captures just written, one line each (their anomalies' details, which name
+    the file), read back from the anomalies files only when the counts say there is any."""
+    if not any(anomalies.get(kind) for kind in DAMAGE):
+        return []
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    lines: list[str] = []
+    for f in files:
+        if f.parent.name != "anomalies":
+            continue
+        table = pq.read_table(f, columns=["kind", "connection", "detail"])
+        mask = pc.and_(pc.is_in(table["kind"], value_set=pa_strings(DAMAGE)), pc.is_null(table["connection"]))
+        lines += [d for d in table.filter(mask)["detail"].to_pylist() if d not in lines]
+    return lines
+
+
+def pa_strings(values: Iterable[str]):  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+    return pa.array(list(values), pa.string())
 
 
 def human_bytes(n: float) -> str:

@@ -396,6 +396,59 @@ def sc_session_timeout(rep: Report, bs: str, proxy: KafkaProxy | None) -> list[d
     return [{"finding": "group.session_timeout", "subject_kind": "group", "subject": group}]
 
 
+def sc_member_vanished(rep: Report, bs: str, proxy: KafkaProxy | None) -> list[dict]:
+    """Two members of ``kd-find-gone``, each its own process; B is SIGKILLed (no LeaveGroup) and never
+    comes back: the coordinator evicts it when its session times out and A gets every partition."""
+    topic, group = "find-gone", "kd-find-gone"
+    prod, pentry = ck_producer(rep, bs, "kd-find-gone-producer", {"acks": "all", "linger.ms": 5})
+    cb = ck_delivery(pentry)
+    records = text_records(60, "gone", 100)
+    sent = 0
+
+    def send(n: int) -> None:
+        nonlocal sent
+        for key, value in records[sent:sent + n]:
+            prod.produce(topic, value, key, on_delivery=cb)
+            prod.poll(0)
+        sent += n
+
+    send(8)
+    prod.flush(30)
+    md = prod.list_topics(topic, timeout=10)
+    rep.brokers.update({str(b.id): f"{b.host}:{b.port}" for b in md.brokers.values()})
+    partitions = sorted(f"{topic}-{p}" for p in md.topics[topic].partitions)
+    stop = threading.Event()
+
+    def trickle() -> None:  # records keep coming, so the partitions B held wait unconsumed meanwhile
+        while not stop.wait(0.5) and sent < len(records):
+            send(1)
+
+    feeder = threading.Thread(target=trickle)
+    feeder.start()
+    with tempfile.TemporaryDirectory(prefix="kd-gone-") as tmp:
+        script = record.GroupScript(bs, group, topic, partitions, Path(tmp))
+        try:
+            a = script.join("kd-find-gone-a")
+            b = script.join("kd-find-gone-b")
+            killed_at = record.utc_now()
+            script.kill(b)
+            time.sleep(3)  # A goes on alone for a few heartbeats
+            stop.set()
+            feeder.join()
+            script.last_leaves(a)
+        finally:
+            stop.set()
+            feeder.join()
+            left = prod.flush(30)
+            if left:
+                pentry["undelivered_at_exit"] = left
+            script.stop_all()
+        for m in script.members:
+            record._member_entry(rep, m)  # noqa: SLF001 - the recorder's own helper
+    rep.groups = {group: {**script.summary("tansu"), "killed": {"member": b.cid, "at": killed_at}}}
+    return [{"finding": "group.member_vanished", "subject_kind": "group", "subject": group}]
+
+
 def sc_metadata_storm(rep: Report, bs: str, proxy: KafkaProxy | None) -> list[dict]:
     conf = {"topic.metadata.refresh.interval.ms": 10, "linger.ms": 5, "acks": "all"}
     ck_paced(rep, bs, "kd-find-metadata", "find-md", text_records(10, "md", 100), conf, gap=0.1)
@@ -450,10 +503,13 @@ SCENARIOS: dict[str, tuple[str | None, Callable]] = {
     "findings-commit-per-message": (None, sc_commit_per_message),
     "findings-busy-polling": (None, sc_busy_polling),
     "findings-session-timeout": (None, sc_session_timeout),
+    "findings-member-vanished": (None, sc_member_vanished),
     "findings-metadata-storm": (None, sc_metadata_storm),
     "findings-reconnect-loop": (None, sc_reconnect_loop),
     "findings-good": (None, sc_good),
 }
+
+IMMEDIATE = {"findings-member-vanished"}
 
 
 # --------------------------------------------------------------------------
@@ -483,7 +539,9 @@ def record_one(name: str, out_dir: Path) -> dict:
             tansu_port = UPSTREAM_PORT if policy else CLIENT_PORT
             stack.enter_context(run_tansu(tansu_port, ns=ns, log=Path(tmp) / "tansu.log",
                                           advertised_port=CLIENT_PORT))
-            stack.enter_context(tcpdump(partial, ns=ns, bpf=["tcp", "port", str(CLIENT_PORT)]))
+            # Slow group traffic is captured in immediate mode: each packet reaches the file as it happens.
+            stack.enter_context(tcpdump(partial, ns=ns, bpf=["tcp", "port", str(CLIENT_PORT)],
+                                        immediate=name in IMMEDIATE))
             result, log = Path(tmp) / "result.json", Path(tmp) / "client.log"
             t0 = time.monotonic()
             with open(log, "wb") as lf:
@@ -516,6 +574,7 @@ def record_one(name: str, out_dir: Path) -> dict:
         "clients": rep["clients"],
         "expect_findings": rep["expect"],
         "proxy": rep.get("proxy"),
+        **({"groups": rep["groups"]} if rep.get("groups") else {}),
         "notes": rep["notes"],
     }
     (out_dir / f"{name}.expected.json").write_text(json.dumps(expected, indent=1) + "\n")

@@ -28,7 +28,7 @@ def group_requests(exchanges: DataFrame) -> DataFrame:
     generation = F.when(F.col("api_name") == "JoinGroup", j("response", "$.generation_id"))\
         .otherwise(F.coalesce(j("request", "$.generation_id"), j("request", "$.generation_id_or_member_epoch")))
     return req.select(
-        "capture", "connection", "correlation_id", "client_id", "api_name", "request_ts", "response_ts",
+        "capture", "connection", "correlation_id", "client_id", "api_name", "api_version", "request_ts", "response_ts",
         "error_name", F.col("status"),
         j("request", "$.group_id").alias("group_id"),
         member.alias("member_id"),
@@ -118,6 +118,65 @@ def session_timeout(inp: Inputs, th: Thresholds) -> DataFrame:
                 first_ts=F.col("done_ts"), last_ts=F.col("next_ts"))
 
 
+def generation_members(exchanges: DataFrame) -> DataFrame:
+    """(capture, group_id, generation_id, member_id): the members each generation was formed with."""
+    return (group_requests(exchanges).where((F.col("api_name") == "JoinGroup") & (F.col("error_name") == "NONE"))
+            .select("capture", "group_id", "generation_id", "member_id").distinct())
+
+
+def member_vanished(inp: Inputs, th: Thresholds) -> DataFrame:
+    g = group_requests(inp.exchanges).where(F.col("member_id").isNotNull() & (F.col("member_id") != ""))
+    member = ["capture", "group_id", "member_id"]
+    # Each member's last request: a member that ends with anything but LeaveGroup and is never heard of again
+    # is gone without a word (killed, crashed, cut off). One whose last request was told it is no longer a
+    # member came back (group.session_timeout). Its session timeout is the one its JoinGroup gave.
+    last = (g.groupBy(*member)
+            .agg(F.max_by(F.struct("api_name", "api_version", "client_id", "request_ts", "response_ts",
+                                   "error_name"), F.struct("request_ts", "correlation_id")).alias("last"),
+                 F.max("session_timeout_ms").alias("session_ms"))
+            .where((F.col("last.api_name") != "LeaveGroup")
+                   & ~F.coalesce(F.col("last.error_name").isin(*EVICTED), F.lit(False)))
+            .select(*member, "session_ms", F.col("last.api_name").alias("last_api"),
+                    F.col("last.api_version").alias("last_version"), F.col("last.client_id").alias("client_id"),
+                    F.coalesce("last.response_ts", "last.request_ts").alias("last_ts")))
+    held = generation_members(inp.exchanges)
+    joined = held.groupBy(*member).agg(F.max("generation_id").alias("held_generation"))
+    gens = generations(inp.exchanges).select(
+        "capture", "group_id", F.col("generation_id").alias("next_generation"), F.col("start_ts").alias("rebalance_ts"),
+        F.col("end_ts").alias("formed_ts"), F.col("duration_ms").alias("rebalance_ms"),
+        F.col("clients").alias("members_after"))
+    # The rebalance that followed: the group's first later generation, formed without the member.
+    after = (last.join(joined, member)
+             .join(gens, ["capture", "group_id"])
+             .where((F.col("next_generation") > F.col("held_generation")) & (F.col("rebalance_ts") >= F.col("last_ts")))
+             .join(held.withColumnRenamed("generation_id", "next_generation"),
+                   ["capture", "group_id", "next_generation", "member_id"], "left_anti"))
+    first = Window.partitionBy(*member).orderBy("rebalance_ts", "next_generation")
+    hits = after.withColumn("n", F.row_number().over(first)).where(F.col("n") == 1)
+    session = F.coalesce(F.col("session_ms"), F.lit(th["default_session_timeout_ms"]))
+    waited = (F.col("rebalance_ts").cast("double") - F.col("last_ts").cast("double")) * 1000
+    unassigned = (F.col("formed_ts").cast("double") - F.col("last_ts").cast("double")) * 1000
+    last_request = F.concat(F.col("last_api"), F.lit(" v"), F.col("last_version").cast("string"))
+    return emit(hits, "group.member_vanished", "warning", "group", F.col("group_id"),
+                {"member_id": F.col("member_id"), "client_id": F.col("client_id"), "last_request": last_request,
+                 "last_request_ts": F.date_format("last_ts", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"),
+                 "session_timeout_ms": session.cast("long"), "waited_ms": rounded(waited, 1),
+                 "generation_held": F.col("held_generation"), "next_generation": F.col("next_generation"),
+                 "rebalance_ms": rounded(F.col("rebalance_ms"), 1), "members_after": F.col("members_after"),
+                 "unassigned_ms": rounded(unassigned, 1)},
+                fmt("Member %s of group %s stopped after a %s request, without a LeaveGroup, and never came back: "
+                    "the group waited %s s (session.timeout.ms %s) before rebalancing without it into generation %s "
+                    "(%s s, members: %s); what it held went unconsumed for %s s.",
+                    F.col("client_id"), F.col("group_id"), last_request, rounded(waited / 1000, 1), session.cast("long"),
+                    F.col("next_generation"), rounded(F.col("rebalance_ms") / 1000, 1),
+                    F.array_join(F.col("members_after"), ", "), rounded(unassigned / 1000, 1)),
+                "Find why the client stopped (crash, OOM kill, kill -9, host or network loss); a consumer that "
+                "closes sends LeaveGroup and the group rebalances at once. session.timeout.ms bounds the wait "
+                "(heartbeat.interval.ms about a third of it).",
+                show_line(F.col("capture"), _SHOW_APIS),
+                first_ts=F.col("last_ts"), last_ts=F.col("formed_ts"))
+
+
 def poll_timeout(inp: Inputs, th: Thresholds) -> DataFrame:
     g = group_requests(inp.exchanges)
     failed = g.where((F.col("api_name") == "OffsetCommit") & F.col("error_name").isin(*EVICTED))
@@ -154,6 +213,11 @@ RULES = (
     Rule("group.session_timeout", "a member silent past its session timeout, without LeaveGroup, then told "
          "UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION", "member_id, client_id, session_timeout_ms, silent_ms, "
          "answer_on_return", "session.timeout.ms, heartbeat.interval.ms", session_timeout,
+         {"default_session_timeout_ms": 45000}),
+    Rule("group.member_vanished", "a member gone without LeaveGroup (killed, crashed, cut off) and never back: "
+         "the group waited for its session to time out, then rebalanced without it", "member_id, client_id, "
+         "last_request, session_timeout_ms, waited_ms, next_generation, rebalance_ms, members_after, unassigned_ms",
+         "session.timeout.ms, heartbeat.interval.ms; closing consumers", member_vanished,
          {"default_session_timeout_ms": 45000}),
     Rule("group.poll_timeout", "a member whose OffsetCommit failed with UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION "
          "while heartbeating, then rejoined: it exceeded max.poll.interval.ms", "member_id, client_id, "

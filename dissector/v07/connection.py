@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from dissector.connection import Options
+from dissector.connection import Options, resync_detail
 from dissector.held import STEP as HELD_STEP
 from dissector.held import HeldBytes
 from dissector.events import Anomaly, DecodeFailure, Direction, Event, Exchange, Status
@@ -144,7 +144,8 @@ class V07Connection:
         self.options = options or Options()
         self.topics = topics if topics is not None else TopicRegistry()
         held = self.options.held
-        self._sides = (_Side(not mid_stream, held), _Side(not mid_stream, held))
+        joined = None if mid_stream else True   # None: joined mid-stream, not yet on a frame
+        self._sides = (_Side(joined, held), _Side(joined, held))
         self._pending: deque[V07Request | _Barrier | _Gone] = deque()
         if mid_stream:
             self._pending.append(_Barrier(0))
@@ -342,8 +343,7 @@ class V07Connection:
         self._skipped(direction, at, ts)
         if direction == TO_CLIENT:
             self._doubt = True
-        out.append(Anomaly("resync", direction, ts,
-                           f"skipped {at} bytes to the next provable 0.7 frame" if at else "found a 0.7 frame boundary",
+        out.append(Anomaly("resync", direction, ts, resync_detail(direction, at, side.synced is None, "0.7 "),
                            side.start, {"skipped": at}))
         side.consume(at)
         side.synced = True

@@ -116,53 +116,69 @@ def _describe(event: dict[str, Any]) -> str | None:
     return None
 
 
-async def _drive(ws_url: str, url: str, width: int, height: int, timeout: float,
-                 probe: str | None = None) -> PageReport:
+async def _drive(ws_url: str, urls: list[str], width: int, height: int, timeout: float,
+                 probe: str | None = None) -> list[PageReport]:
     import websockets
 
-    report = PageReport()
+    reports = []
     async with websockets.connect(ws_url, max_size=None) as ws:
-        s = _Session(ws)
-        target = await s.send("Target.createTarget", {"url": "about:blank"}, page=False)
-        attached = await s.send("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True},
-                                page=False)
-        s.session_id = attached["sessionId"]
-        for domain in ("Runtime", "Log", "Page", "Network"):
-            await s.send(f"{domain}.enable")
-        await s.send("Emulation.setDeviceMetricsOverride",
-                     {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
-        await s.send("Page.navigate", {"url": url})
-        deadline = asyncio.get_running_loop().time() + timeout
-        while asyncio.get_running_loop().time() < deadline:
-            with contextlib.suppress(RuntimeError):  # the document may not exist yet
-                report.rendered = await s.evaluate("document.body && document.body.getAttribute('data-kd-rendered')")
-            if report.rendered:
-                break
-            await asyncio.sleep(0.2)
-        await asyncio.sleep(0.5)  # plotly finishes transitions after its promise resolves
-        report.charts = await s.evaluate(CHARTS_JS) or []
-        report.no_data = await s.evaluate("document.querySelectorAll('.nodata').length")
-        report.title = await s.evaluate("document.title")
-        if probe:
-            report.probe = await s.evaluate(probe)
-        metrics = await s.send("Page.getLayoutMetrics")
-        size = metrics.get("cssContentSize") or metrics["contentSize"]
-        shot = await s.send("Page.captureScreenshot", {
-            "format": "png", "captureBeyondViewport": True,
-            "clip": {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 16000), "scale": 1}},
-            timeout=60)
-        report.screenshot = base64.b64decode(shot["data"])
-        for e in s.events:
-            line = _describe(e)
-            if line:
-                report.errors.append(line)
-            if e["method"] == "Network.requestWillBeSent":
-                req = e["params"]["request"]["url"]
-                if not req.startswith(("file:", "data:", "about:", "blob:")):
-                    report.external_requests.append(req)
+        for url in urls:
+            reports.append(await _page(ws, url, width, height, timeout, probe))
         with contextlib.suppress(Exception):
-            await s.send("Browser.close", page=False, timeout=5)
-        s.reader.cancel()
+            closing = _Session(ws)
+            await closing.send("Browser.close", page=False, timeout=5)
+            closing.reader.cancel()
+    return reports
+
+
+async def _page(ws: Any, url: str, width: int, height: int, timeout: float, probe: str | None) -> PageReport:
+    """One page in its own target of the browser, its events recorded from before navigation."""
+    report = PageReport()
+    s = _Session(ws)
+    target = await s.send("Target.createTarget", {"url": "about:blank"}, page=False)
+    attached = await s.send("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True},
+                            page=False)
+    s.session_id = attached["sessionId"]
+    for domain in ("Runtime", "Log", "Page", "Network"):
+        await s.send(f"{domain}.enable")
+    await s.send("Emulation.setDeviceMetricsOverride",
+                 {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+    await s.send("Page.navigate", {"url": url})
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        with contextlib.suppress(RuntimeError):  # the document may not exist yet
+            report.rendered = await s.evaluate("document.body && document.body.getAttribute('data-kd-rendered')")
+        if report.rendered:
+            break
+        await asyncio.sleep(0.2)
+    await asyncio.sleep(0.5)  # plotly finishes transitions after its promise resolves
+    report.charts = await s.evaluate(CHARTS_JS) or []
+    report.no_data = await s.evaluate("document.querySelectorAll('.nodata').length")
+    report.title = await s.evaluate("document.title")
+    if probe:
+        report.probe = await s.evaluate(probe)
+    metrics = await s.send("Page.getLayoutMetrics")
+    size = metrics.get("cssContentSize") or metrics["contentSize"]
+    shot = await s.send("Page.captureScreenshot", {
+        "format": "png", "captureBeyondViewport": True,
+        "clip": {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 16000), "scale": 1}},
+        timeout=60)
+    report.screenshot = base64.b64decode(shot["data"])
+    for e in s.events:
+        if e.get("sessionId") != s.session_id:   # an earlier page's target, closing
+            continue
+        line = _describe(e)
+        if line:
+            report.errors.append(line)
+        if e["method"] == "Network.requestWillBeSent":
+            req = e["params"]["request"]["url"]
+            if not req.startswith(("file:", "data:", "about:", "blob:")):
+                report.external_requests.append(req)
+    with contextlib.suppress(Exception):
+        await s.send("Target.closeTarget", {"targetId": target["targetId"]}, page=False, timeout=5)
+    s.reader.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await s.reader
     return report
 
 
@@ -170,6 +186,13 @@ def open_page(path: Path, *, width: int = 1400, height: int = 900, timeout: floa
               probe: str | None = None) -> PageReport:
     """Load ``path`` in headless chromium, wait for the report's charts, and report on the page
     (``probe``: a JavaScript expression whose JSON value is returned as ``PageReport.probe``)."""
+    return open_pages([path], width=width, height=height, timeout=timeout, probe=probe)[0]
+
+
+def open_pages(paths: list[Path], *, width: int = 1400, height: int = 900, timeout: float = 60,
+               probe: str | None = None) -> list[PageReport]:
+    """:func:`open_page` for several pages, one after the other in one chromium (its start is most of
+    a small page's time)."""
     binary = chromium_binary()
     if binary is None:
         raise FileNotFoundError("chromium not found: apt-get install chromium")
@@ -190,7 +213,7 @@ def open_page(path: Path, *, width: int = 1400, height: int = 900, timeout: floa
             raise RuntimeError(f"chromium did not start (exit {proc.poll()})")
         # Keep draining stderr so chromium never blocks on a full pipe.
         threading.Thread(target=proc.stderr.read, daemon=True).start()
-        return asyncio.run(_drive(ws_url, path.resolve().as_uri(), width, height, timeout, probe))
+        return asyncio.run(_drive(ws_url, [p.resolve().as_uri() for p in paths], width, height, timeout, probe))
     finally:
         proc.terminate()
         try:

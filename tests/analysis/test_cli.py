@@ -95,3 +95,7 @@ def test_progress_line_only_on_a_terminal(dataset: Path, tmp_path: Path) -> None
     assert "tables (latency_by_api)" in text
     assert text.endswith("\r" + " " * 79 + "\r")          # and is wiped before the results are printed
     assert "analyze: " not in stdout and "exchanges" in stdout
+    # Nothing from the JVM's start breaks the line (its incubator-module warning did).
+    assert "WARNING" not in text and "\n" not in text.replace("\r\n", "")
+    # What was read comes first: a dataset holding more than the user thinks says so.
+    assert stdout.startswith(f"read 1 capture and 32 exchanges from {dataset}: 4 connections, "), stdout[:300]

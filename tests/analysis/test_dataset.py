@@ -32,14 +32,15 @@ def analyze(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120, check=False)
 
 
-def one_line_failure(proc: subprocess.CompletedProcess, text: str) -> None:
-    assert proc.returncode == 1 and proc.stdout == "", proc.stdout + proc.stderr
+def one_line_failure(proc: subprocess.CompletedProcess, text: str, status: int = 3) -> None:
+    """One line and ``status``: 3 for an input that is not a usable dataset, 2 for a path that does not exist."""
+    assert proc.returncode == status and proc.stdout == "", proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert text in proc.stderr, proc.stderr
 
 
 def test_not_a_directory_not_a_dataset_and_empty_are_one_line(tmp_path):
-    one_line_failure(analyze(str(tmp_path / "nope")), "nope: no such directory")
+    one_line_failure(analyze(str(tmp_path / "nope")), "nope: no such directory", status=2)
     (tmp_path / "random").mkdir()
     one_line_failure(analyze(str(tmp_path / "random")), "not a kdissect dataset (no exchanges/, partitions/, "
                                                         "anomalies/)")

@@ -12,7 +12,8 @@ import pytest
 from analysis import html_report
 
 from .browser import chromium_binary, open_page
-from .report_results import HOSTILE_CLIENT, HOSTILE_TOPIC, findings, results
+from .report_dom import PROBE, layout_problems, time_series_problems
+from .report_results import HOSTILE_CLIENT, HOSTILE_TOPIC, findings, iso, results
 
 CHARTS = {"ch-latency-time", "ch-latency-cdf", "ch-errors-time", "ch-throughput-time", "ch-lag",
           "ch-rebalances-0", "ch-rebalances-1"}  # a timeline per group: the fixture has two
@@ -143,18 +144,21 @@ def test_command_line_bad_input_is_one_line(tmp_path: Path, capsys: pytest.Captu
 # --------------------------------------------------------------------------
 # Real headless chromium
 
-def _open(path: Path):  # type: ignore[no-untyped-def]
+def _open(path: Path, probe: str | None = None):  # type: ignore[no-untyped-def]
     if chromium_binary() is None:
         pytest.fail("chromium not found: apt-get install chromium", pytrace=False)
-    return open_page(path)
+    return open_page(path, probe=probe)
 
 
 @pytest.mark.slow
 def test_report_draws_every_chart_in_chromium(tmp_path: Path) -> None:
     path = tmp_path / "report.html"
     html_report.write(path, results())
-    seen = _open(path)
+    seen = _open(path, PROBE)
     (tmp_path / "report.png").write_bytes(seen.screenshot)
+    assert time_series_problems(results(), seen.probe) == []
+    assert layout_problems(seen.probe) == []
+    assert all(c["caption"] for c in seen.probe["charts"]), [c["id"] for c in seen.probe["charts"] if not c["caption"]]
     assert seen.errors == []
     assert seen.external_requests == []
     assert seen.rendered == str(len(CHARTS))
@@ -164,6 +168,28 @@ def test_report_draws_every_chart_in_chromium(tmp_path: Path) -> None:
         assert chart["svgs"] and chart["width"] > 300 and chart["height"] > 150, chart
         assert chart["traces"] >= 1, chart
     assert seen.screenshot.startswith(b"\x89PNG") and len(seen.screenshot) > 100_000
+
+
+@pytest.mark.slow
+def test_the_dom_check_sees_a_line_joined_across_missing_windows(tmp_path: Path) -> None:
+    """The check of the sample reports can fail: the latency line drawn as the report drew it before,
+    points joined across the windows where an api had no requests, is caught from the DOM."""
+    data = results()
+    data["latency_over_time"] = [r for r in data["latency_over_time"]
+                                 if not (r["api_name"] == "Fetch" and r["window_start"] in (iso(20), iso(25)))]
+    page = html_report.render(data)
+    fig = figures(page)
+    fetch = next(t for t in fig["ch-latency-time"]["data"] if t["name"] == "Fetch")
+    keep = [(x, y) for x, y in zip(fetch["x"], fetch["y"]) if x is not None]   # gaps closed up
+    fetch["x"], fetch["y"] = [x for x, _ in keep], [y for _, y in keep]
+    spec = json.dumps(fig, separators=(",", ":")).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    page = re.sub(r'(<script type="application/json" id="kd-figures">).*?(</script>)',
+                  lambda m: m.group(1) + spec + m.group(2), page, flags=re.S)
+    (tmp_path / "joined.html").write_text(page)
+    seen = _open(tmp_path / "joined.html", PROBE)
+    assert seen.errors == []
+    assert [p for p in time_series_problems(data, seen.probe) if "Fetch" in p] == [
+        "ch-latency-time: Fetch drawn in 1 pieces of 30 points; its table has 15 windows in 2 runs"]
 
 
 @pytest.mark.slow

@@ -34,6 +34,27 @@ def test_summary(spark, exchanges):
         "brokers long, exchanges long, errors long, anomalies long"))
 
 
+def test_summary_counts_each_capture_s_connections_with_a_row_as_decode_does(spark, tmp_path):
+    """The same 4-tuple in two captures is two connections, and a TLS connection without its keys (an
+    anomaly row only) is one: decode's summary and analyze's agree on real captures."""
+    from pathlib import Path
+
+    import kdissect
+    from analysis import dataset
+
+    samples = Path(__file__).resolve().parents[2] / "samples"
+    tls = samples / "tls" / "tls13.pcap"
+    # mixed.pcap twice under two names: every connection id repeats in the other capture.
+    (tmp_path / "again").mkdir()
+    (tmp_path / "again" / "mixed-again.pcap").write_bytes((samples / "mixed.pcap").read_bytes())
+    result = kdissect.write_dataset([samples / "mixed.pcap", tmp_path / "again" / "mixed-again.pcap", tls],
+                                    tmp_path / "ds")
+    ds = dataset.load(spark, [str(tmp_path / "ds")])
+    (row,) = inventory.summary(ds.exchanges, ds.anomalies).collect()
+    # 17 in each copy of mixed.pcap; the 10 TLS connections, seen only as tls anomalies, count too.
+    assert row.connections == len(result.counts.connections) == 17 + 17 + 10
+
+
 def test_clients_attribute_orphans_through_their_connection(spark, exchanges):
     assertDataFrameEqual(inventory.clients(exchanges), spark.createDataFrame([
         ("app", "librdkafka", "2.3", 1, "ApiVersions v3, Produce v7, Produce v9", 2, 1, 1, 4),

@@ -1,9 +1,15 @@
-"""The notebooks: valid nbformat 4, saved without outputs, and run top to bottom headless (nbclient)."""
+"""The notebooks: valid nbformat 4, saved without outputs, run top to bottom headless (nbclient); the
+``notebooks`` extra brings a front end, and the way the README gives to install it leaves the compiled
+kdissect as it is."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -54,3 +60,48 @@ def test_notebook_runs_top_to_bottom_headless(name, monkeypatch):
     for text in NOTEBOOKS[name]:
         assert text in printed, (name, text)
     assert images >= PLOTS[name], (name, images)
+
+
+COMMAND = "pip install 'kafka-dissect[notebooks]'"
+
+
+def test_the_notebooks_extra_has_a_front_end_and_the_readme_says_how_to_run_them():
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["notebooks"]
+    assert {re.split(r"[<>=\[ ;]", e)[0] for e in extra} >= {"jupyterlab", "ipykernel", "matplotlib"}
+    readme = (REPO / "README.md").read_text()
+    for text in (f".venv/bin/{COMMAND}", ".venv/bin/jupyter lab notebooks/",
+                 ".venv/bin/jupyter nbconvert --to notebook --execute notebooks/latency.ipynb"):
+        assert text in readme, text
+    for name in NOTEBOOKS:
+        assert COMMAND in "".join(load(name)["cells"][0]["source"]), name
+
+
+def _would_install(*args: str) -> dict[str, bool]:
+    """What ``pip install ARGS`` would install (name -> named directly), from pip's own dry-run report."""
+    p = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", *args],
+                       capture_output=True, text=True, timeout=600, check=False, cwd=REPO)
+    assert p.returncode == 0, p.stderr[-2000:]
+    report = json.loads(p.stdout)
+    return {i["metadata"]["name"].lower(): bool(i.get("is_direct")) for i in report["install"]}
+
+
+@pytest.mark.slow
+def test_the_extra_by_name_leaves_the_compiled_kdissect_alone():
+    """pip, asked for the installed project's extra by name, adds the extra's packages only; asked for the
+    checkout's, it installs the checkout again, which compiles the hot path again: what the README warns of."""
+    import kdissect
+    assert _installed("kafka-dissect")
+    by_name = _would_install(COMMAND.split(" ", 2)[2].strip("'"))
+    assert "kafka-dissect" not in by_name
+    assert "jupyterlab" in by_name or _installed("jupyterlab")
+    assert _would_install("-e", ".[notebooks]").get("kafka-dissect") is True
+    assert kdissect.__file__.startswith(str(REPO))
+
+
+def _installed(name: str) -> bool:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        version(name)
+    except PackageNotFoundError:
+        return False
+    return True

@@ -186,6 +186,30 @@ def test_capture_starting_mid_stream_skips_to_the_first_whole_frame():
     events = conn.feed(B, stream[17:], 0)
     events += conn.feed(C, heartbeat_resp(2), 1)
     assert [(e.api_key, e.correlation_id, e.status) for e in exchanges(events)] == [(12, 2, Status.OK)]
+    # Joining mid-stream is no error, and the anomaly reads so (a loss of sync later reads otherwise).
+    assert [e.detail for e in events if isinstance(e, Anomaly)] == [
+        f"the capture joined this connection mid-stream: requests read from the first frame, after "
+        f"{len(metadata_req(1, topics=('a' * 50,))) - 17} bytes of an earlier one",
+        "the capture joined this connection mid-stream: responses read from the first frame"]
+
+
+def test_a_resync_after_lost_bytes_is_not_called_a_mid_stream_join():
+    stream = heartbeat_req(1) + metadata_req(2) + heartbeat_req(3) + heartbeat_req(4)
+    cut = len(heartbeat_req(1)) + 5
+    conn = Connection(mid_stream=True)
+    events = conn.feed(B, stream[:cut], 0)          # joined on a frame boundary
+    events += conn.gap(B, 1, 40)
+    events += conn.feed(B, stream[cut + 40:], 2)
+    details = [e.detail for e in events if isinstance(e, Anomaly) and e.kind == "resync"]
+    assert details[0] == "the capture joined this connection mid-stream: requests read from the first frame"
+    assert details[1].startswith("skipped ") and details[1].endswith(" bytes to the next provable frame")
+
+
+def test_trailing_bytes_name_the_api():
+    frame = metadata_req(1)
+    padded = struct.pack(">i", len(frame) - 4 + 3) + frame[4:] + b"\0\0\0"   # librdkafka's stray bytes
+    events = Connection().feed(B, padded, 0)
+    assert [e.detail for e in events if isinstance(e, Anomaly)] == ["3 bytes after the Metadata v1 request body"]
 
 
 def test_orphan_response_of_a_unique_api_is_inferred():

@@ -174,4 +174,4 @@ def test_installed_command_is_python_m_kdissect() -> None:
     assert "sys.exit(run())" in (REPO / "kdissect" / "__main__.py").read_text()
     p = kd("decode", REPO / "samples" / "no-such.pcap", "-o", REPO / "out-never")
     one_line_error(p, "no-such.pcap")
-    assert p.returncode == 1 and not (REPO / "out-never").exists()
+    assert p.returncode == 2 and not (REPO / "out-never").exists()   # a missing input is bad use

@@ -4,6 +4,7 @@ where its older Kafka dissector fails (flexible versions, legacy message sets, l
 from __future__ import annotations
 
 import io
+import re
 import shutil
 from pathlib import Path
 
@@ -12,11 +13,13 @@ import pytest
 from kdissect import cli
 from kdissect.compare import (
     Difference,
+    Message,
     _PdmlReader,
     differences,
     kdissect_messages,
     match,
     run_compare,
+    tshark_undecoded,
     wireshark_messages,
 )
 
@@ -41,7 +44,8 @@ def compared(name: str, ports: list[int] | None = None):
 
 
 def summary(text: str) -> dict[str, str]:
-    keys = ("messages compared", "agreeing", "disagreeing", "only kdissect", "only wireshark")
+    keys = ("messages compared", "agreeing", "tshark could not decode", "disagreeing", "only kdissect",
+            "only wireshark")
     return {k: line[len(k):].split()[0] for line in text.splitlines() for k in keys if line.startswith(k + " ")}
 
 
@@ -73,15 +77,17 @@ def test_produce_v9_flexible_is_beyond_wireshark_4_0():
     out = io.StringIO()
     assert run_compare(capture("deepflowio__deepflow__00-produce-v9.pcap"), None, out) == 0
     text = out.getvalue()
-    assert summary(text) == {"messages compared": "2", "agreeing": "0", "disagreeing": "2",
-                             "only kdissect": "0", "only wireshark": "0"}
+    # Neither message is a disagreement: Wireshark 4.0 predates the version, and says so.
+    assert summary(text) == {"messages compared": "2", "agreeing": "0", "tshark could not decode": "2",
+                             "disagreeing": "0", "only kdissect": "0", "only wireshark": "0"}
     assert "ports decoded as Kafka  36333" in text    # found by our decode, passed to tshark with -d
-    request, response = [ln for ln in text.splitlines() if ln.startswith("differ")]
-    assert "request corr=47 Produce v9: decoded: kdissect decoded, " \
-           "wireshark Unsupported Produce version. Supports v0-8., then malformed" in request
-    # Having lost the request, Wireshark cannot name the response's api or decode its body.
-    assert "response corr=47 ?: api: kdissect Produce, wireshark ?; version: kdissect 9, wireshark ?; " \
-           "decoded: kdissect decoded, wireshark request missing: body not decoded" in response
+    request, response = [ln for ln in text.splitlines() if ln.startswith("tshark could not decode  ")]
+    assert "request corr=47 Produce v9: a version this tshark does not know " \
+           "(Unsupported Produce version. Supports v0-8.)" in request
+    # Having lost the request, Wireshark cannot name the response's api: the line names it from ours.
+    assert "response corr=47 Produce v9: its request not decoded by tshark " \
+           "(request missing: body not decoded)" in response
+    assert "(a version this tshark does not know 1, its request not decoded by tshark 1)" in text
 
 
 @needs_tshark
@@ -113,6 +119,83 @@ def test_librdkafka_capture_trailing_bytes_and_orphan_responses():
     assert orphans == [(131, Difference("api", "Metadata (inferred)", "?")),
                        (140, Difference("api", "ApiVersions (inferred)", "?")),
                        (141, Difference("api", "Metadata (inferred)", "?"))]
+
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+
+@needs_tshark
+def test_the_mixed_sample_against_debian_tshark_counts_what_it_cannot_decode_apart():
+    """Wireshark 4.0 predates most of what these clients speak: nothing is a disagreement, everything
+    it could not decode is counted with the reason, and the summary names the tshark and what is newer."""
+    out = io.StringIO()
+    assert run_compare(str(SAMPLES / "mixed.pcap"), None, out) == 0
+    text = out.getvalue()
+    got = summary(text)
+    assert (got["messages compared"], got["disagreeing"], got["only kdissect"], got["only wireshark"]) == \
+        ("243", "0", "0", "0")
+    assert int(got["agreeing"]) + int(got["tshark could not decode"]) == 243 and int(got["agreeing"]) > 100
+    version = re.search(r"^tshark +(\S+) \(Wireshark (4\.0\.\d+)\)$", text, re.M)
+    assert version and version.group(1) == shutil.which("tshark")
+    note = next(ln for ln in text.splitlines() if ln.startswith("note: "))
+    assert f"Wireshark {version.group(2)} does not know Metadata v12" in note
+    assert "a newer tshark decodes more of them (Wireshark 4.4" in note
+    assert not any(ln.startswith("differ") for ln in text.splitlines())
+
+
+def test_a_tshark_not_found_is_one_line(capsys):
+    assert cli.main(["compare", str(SAMPLES / "mixed.pcap"), "--tshark", "/nonexistent/tshark"]) == 1
+    err = capsys.readouterr().err
+    assert err == "kdissect: /nonexistent/tshark not found: compare needs Wireshark's tshark " \
+                  "(Debian/Ubuntu: apt-get install tshark)\n"
+
+
+# The shape of Wireshark 4.4's PDML for an ApiVersions v4 request it does not know (it goes on as v3)
+# and a Fetch v16 request naming its topic by id (16 bytes): CI's tshark 4.0 gives neither.
+PDML44 = b"""<?xml version="1.0"?>
+<pdml>
+<packet>
+  <proto name="geninfo"><field name="num" show="177"/><field name="timestamp" value="1763702871.0"/></proto>
+  <proto name="ip"><field name="ip.src" show="127.0.0.1"/><field name="ip.dst" show="127.0.0.1"/></proto>
+  <proto name="tcp"><field name="tcp.srcport" show="52806"/><field name="tcp.dstport" show="9092"/>
+    <field name="tcp.stream" show="1"/></proto>
+  <proto name="kafka">
+    <field name="kafka.request_key" show="18"/><field name="kafka.request.version" show="4"/>
+    <field name="kafka.api_version" show="4">
+      <field name="_ws.expert"><field name="kafka.unsupported_api_version"/>
+        <field name="_ws.expert.message" show="Unsupported ApiVersions version. Supports v0-3."/></field>
+      <field name="_ws.expert">
+        <field name="_ws.expert.message" show="Dissecting assuming v3."/></field>
+    </field>
+    <field name="kafka.correlation_id" show="1"/><field name="kafka.client_id" show="kp"/>
+  </proto>
+</packet>
+<packet>
+  <proto name="geninfo"><field name="num" show="299"/><field name="timestamp" value="1763702872.0"/></proto>
+  <proto name="ip"><field name="ip.src" show="127.0.0.1"/><field name="ip.dst" show="127.0.0.1"/></proto>
+  <proto name="tcp"><field name="tcp.srcport" show="52742"/><field name="tcp.dstport" show="9092"/>
+    <field name="tcp.stream" show="2"/></proto>
+  <proto name="kafka">
+    <field name="kafka.request_key" show="1"/><field name="kafka.request.version" show="16"/>
+    <field name="kafka.correlation_id" show="14"/><field name="kafka.client_id" show="ck"/>
+    <field name="Topic"><field name="kafka.topic_id" show="01a1fc93-3658-7671-b8fa-3a832265d936"
+      value="01a1fc9336587671b8fa3a832265d936"/>
+      <field name="kafka.topic_id" show="00000000-0000-0000-0000-000000000000" value="00000000000000000000000000000000"/>
+    </field>
+  </proto>
+</packet>
+</pdml>
+"""
+
+
+def test_a_version_newer_than_tshark_is_counted_apart_and_topic_ids_compare_as_kafka_writes_them():
+    api_versions, fetch = _PdmlReader({9092}).read(io.BytesIO(PDML44))
+    assert api_versions.unsupported == "Unsupported ApiVersions version. Supports v0-3. Dissecting assuming v3."
+    ours = Message(api_versions.conn, "request", 1, 0.0, 18, 4, "kp", frozenset(), frozenset(), None)
+    assert tshark_undecoded(ours, api_versions) == "version"
+    # The zero id means "none" and is left out; the other reads as Kafka's Uuid.toString() does.
+    assert fetch.topics == {"AaH8kzZYdnG4-jqDImXZNg"} and fetch.problem is None
+    assert tshark_undecoded(ours, fetch) is None
 
 
 PDML = b"""<?xml version="1.0"?>

@@ -65,6 +65,13 @@ def test_compact_print_hides_info_unless_asked():
     assert "(1 info finding not shown" in text
 
 
+def test_a_blank_client_id_is_said_to_be_blank():
+    out = io.StringIO()
+    doctor.print_findings([{**ROW, "finding": "client.old_versions", "severity": "warning", "subject": ""}], out,
+                          show_info=False, captures=1)
+    assert "WARNING   client.old_versions  client (empty client id)  [findings-duplicates.pcap]" in out.getvalue()
+
+
 def _args(tmp_path: Path, *inputs: Path, **kw) -> argparse.Namespace:
     base = dict(inputs=[str(p) for p in inputs], dataset=None, master="local[1]", report=None, json=None, set=[],
                 rules=None, ports=None, tls_keylog=[], all=False)
@@ -91,7 +98,7 @@ def test_doctor_on_real_samples(tmp_path):
                            "--dataset", str(tmp_path / "ds")],
                           capture_output=True, text=True, env=env, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.startswith("2 findings in 2 captures: 0 critical, 2 warning, 0 info")
+    assert proc.stdout.startswith("2 findings in 2 captures (80 exchanges): 0 critical, 2 warning, 0 info")
     rows = json.loads((tmp_path / "d.json").read_text())["findings"]
     assert {(r["finding"], r["subject"]) for r in rows} == {
         ("producer.duplicates", "find-dup-0"), ("producer.not_idempotent", "kd-find-dup-producer")}

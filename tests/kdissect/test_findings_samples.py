@@ -80,9 +80,26 @@ def test_session_timeout_sample_has_the_eviction(decoded: dict[str, pd.DataFrame
     assert "UNKNOWN_MEMBER_ID" in set(hb.error_name)
 
 
+def test_member_vanished_sample_has_the_kill_and_no_leave(decoded: dict[str, pd.DataFrame]) -> None:
+    """The SIGKILLed member's last word precedes its kill, it never sends LeaveGroup, and the survivor
+    learns of the rebalance from a heartbeat answer later than the killed member's session allows."""
+    exp = _exp("findings-member-vanished")
+    group = exp["groups"]["kd-find-gone"]
+    killed, at = group["killed"]["member"], pd.Timestamp(group["killed"]["at"])
+    assert next(c for c in exp["clients"] if c["client_id"] == killed)["role"] == "group-member (killed)"
+    ex = _mine(decoded, "findings-member-vanished")
+    gone = ex[ex.client_id == killed]
+    assert "LeaveGroup" not in set(gone.api_name) and gone.request_ts.max() < at
+    survivor = ex[(ex.client_id != killed) & (ex.api_name == "Heartbeat") & (ex.request_ts > at)]
+    told = survivor[survivor.error_name == "REBALANCE_IN_PROGRESS"].request_ts.min()
+    assert (told - gone.request_ts.max()).total_seconds() > 6.0   # session.timeout.ms 6000
+    assert group["steps"][-2]["assignment"] == {m: group["partitions"] for m in group["members"] if m != killed}
+
+
 def test_delivered_records_match_the_acknowledged_produce(decoded: dict[str, pd.DataFrame]) -> None:
     for name in ("findings-tiny-batches", "findings-commit-per-message", "findings-good",
-                 "findings-metadata-storm", "findings-reconnect-loop", "findings-busy-polling"):
+                 "findings-metadata-storm", "findings-reconnect-loop", "findings-busy-polling",
+                 "findings-member-vanished"):
         exp = _exp(name)
         parts = _mine(decoded, name, "partitions")
         ok = parts[(parts.api_name == "Produce") & (parts.direction == "response") & (parts.error_code == 0)]

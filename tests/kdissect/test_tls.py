@@ -80,7 +80,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 def test_an_unreadable_key_log_is_one_line_and_nothing_written(tmp_path: Path) -> None:
     r = _cli("decode", str(TLS / "tls13.pcap"), "-o", str(tmp_path / "out"), "--tls-keylog",
              str(tmp_path / "missing.keys"))
-    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "missing.keys" in r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "missing.keys" in r.stderr   # bad use
     assert not (tmp_path / "out").exists()
 
 

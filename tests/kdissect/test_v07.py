@@ -140,7 +140,7 @@ def test_cli_protocol_option(tmp_path, capsys):
     assert main(["show", str(pcap), "--protocol", "0.7=9092", "-c", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2 and all("Produce 0.7 request" in line for line in out)
-    assert main(["decode", str(pcap), "-o", str(tmp_path / "o"), "--protocol", "0.6", "-q"]) == 1
+    assert main(["decode", str(pcap), "-o", str(tmp_path / "o"), "--protocol", "0.6", "-q"]) == 2   # bad use
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--protocol: unknown protocol '0.6'" in err
 

@@ -11,7 +11,7 @@ ISSUE_IDS = {
     "producer.not_idempotent", "producer.duplicates", "client.error_storm", "client.metadata_storm",
     "client.connection_churn", "client.auth_failures", "client.no_client_id", "consumer.commit_per_message",
     "consumer.busy_polling", "consumer.lag_growing", "group.rebalance_storm", "group.long_rebalance",
-    "group.session_timeout", "group.poll_timeout", "broker.slow", "broker.throttling", "broker.unanswered",
+    "group.session_timeout", "group.member_vanished", "group.poll_timeout", "broker.slow", "broker.throttling", "broker.unanswered",
     "topic.hot_partition", "client.legacy_format", "client.old_versions",
 }
 

@@ -71,3 +71,32 @@ def test_poll_timeout(spark):
     found = run(spark, "group.poll_timeout", rows)
     assert [(r.subject, json.loads(r.evidence)["client_id"]) for r in found] == [("g", "a")]
     assert json.loads(found[0].evidence)["max_poll_interval_ms"] == 8000
+
+
+def leave(t, group, member, *, client="c1"):
+    return ex("LeaveGroup", t, client=client, request={"group_id": group, "member_id": member})
+
+
+def test_member_vanished(spark):
+    rows = [
+        # g: a and b form generation 1; b's last heartbeat at 2 s, then nothing; at 8.5 s a rejoins alone
+        join(0, "g", "a", 1, client="a"), join(0, "g", "b", 1, client="b"), sync(1, "g", "a", 1, client="a"),
+        sync(1, "g", "b", 1, client="b"), beat(4, "g", "a", 1, client="a"), beat(2, "g", "b", 1, client="b"),
+        beat(8.5, "g", "a", 1, client="a", error="REBALANCE_IN_PROGRESS"),
+        join(8.501, "g", "a", 2, client="a", latency_ms=3000.0), sync(11.502, "g", "a", 2, client="a"),
+        # h: b leaves properly before the group rebalances without it
+        join(0, "h", "a", 1, client="a"), join(0, "h", "b", 1, client="b"), leave(2, "h", "b", client="b"),
+        join(3, "h", "a", 2, client="a"),
+        # k: b falls silent but comes back and is told it is no longer a member (group.session_timeout's)
+        join(0, "k", "a", 1, client="a"), join(0, "k", "b", 1, client="b"), beat(1, "k", "b", 1, client="b"),
+        join(8, "k", "a", 2, client="a"), beat(9, "k", "b", 1, client="b", error="UNKNOWN_MEMBER_ID"),
+        # m: b falls silent at the end of the capture: no later generation, nothing to report
+        join(0, "m", "a", 1, client="a"), join(0, "m", "b", 1, client="b"), beat(1, "m", "b", 1, client="b"),
+    ]
+    found = run(spark, "group.member_vanished", rows)
+    assert subjects(found) == {"g": "warning"}
+    ev = json.loads(found[0].evidence)
+    assert (ev["client_id"], ev["member_id"], ev["last_request"]) == ("b", "b", "Heartbeat v9")
+    assert (ev["session_timeout_ms"], ev["waited_ms"], ev["next_generation"]) == (6000, 6500.0, 2)
+    assert (ev["members_after"], ev["rebalance_ms"], ev["unassigned_ms"]) == (["a"], 3002.0, 9502.0)
+    assert "waited 6.5 s (session.timeout.ms 6000)" in found[0].explanation

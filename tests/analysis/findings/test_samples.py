@@ -59,6 +59,23 @@ def test_evidence_of_the_samples(found):
     st = evidence("session-timeout", "group.session_timeout")
     assert st["client_id"] == "kd-find-stalled" and st["silent_ms"] > st["session_timeout_ms"] == 6000
     assert evidence("reconnect-loop", "client.connection_churn")["connections"] >= 15
+    gone = evidence("member-vanished", "group.member_vanished")
+    group = EXPECTED["findings-member-vanished"]["groups"]["kd-find-gone"]
+    killed = group["killed"]["member"]
+    assert gone["client_id"] == killed and gone["last_request"].startswith("Heartbeat")
+    # The wire's last word from the member precedes the kill; the group waited out the 6 s session after it.
+    assert gone["last_request_ts"] < group["killed"]["at"]
+    assert gone["session_timeout_ms"] == 6000 < gone["waited_ms"] < 6000 + 1500   # + a heartbeat interval
+    assert gone["members_after"] == sorted(set(group["members"]) - {killed})
+    assert gone["unassigned_ms"] > gone["waited_ms"] + gone["rebalance_ms"] - 1
+
+
+def test_a_member_that_never_returns_is_not_a_session_timeout(found):
+    mine = {f["finding"] for f in found if f["capture"] == "findings-member-vanished.pcap"}
+    assert "group.member_vanished" in mine and "group.session_timeout" not in mine
+    # ... and the stalled member that came back is reported as a session timeout only.
+    back = {f["finding"] for f in found if f["capture"] == "findings-session-timeout.pcap"}
+    assert "group.session_timeout" in back and "group.member_vanished" not in back
 
 
 def test_the_well_configured_capture_raises_no_alarm(found):

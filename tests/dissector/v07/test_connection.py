@@ -118,6 +118,9 @@ def test_mid_stream_start_pairs_from_the_first_request_seen():
     assert pairs(ev) == [(None, -1, "orphan_response"), (1, 1, "ok"), (2, 2, "ok")]
     orphan = [e for e in ev if isinstance(e, V07Response) and e.correlation_id == -1][0]
     assert orphan.inferred and orphan.api_name == "Fetch"
+    joined = [e.detail for e in ev if isinstance(e, Anomaly) and e.kind == "resync"]
+    assert joined and all(d.startswith("the capture joined this connection mid-stream: ") and "0.7 frame" in d
+                          for d in joined), joined
 
 
 def test_lost_request_bytes_never_pair_a_response_with_a_later_request():
