@@ -39,10 +39,9 @@ from capture.shard import Share
 from dissector.topics import ZERO_UUID, TopicRegistry
 
 from kdissect.dataset import TABLES, CaptureWriter, Counts, file_stem, parquet_writer, remove_joined, remove_stale
-from kdissect.decode import MIN_SHARE_BYTES, capture_shares, fewer_collections
+from kdissect.decode import MIN_SHARE_BYTES, capture_shares, fewer_collections, row_options
 from kdissect.errors import KdissectError
 from kdissect.inputs import Capture
-from kdissect.rows import RowOptions
 from kdissect.source import DecodeOptions, open_capture_run
 
 if TYPE_CHECKING:
@@ -130,8 +129,7 @@ def decode_share(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     topics.clock = lambda: run.pipeline.stats.packets
     unnamed = _Unnamed(topics.clock) if not share.whole else None
     capture = first.name
-    rows = RowOptions(records=options.records, record_bytes=options.record_bytes,
-                      max_decompressed=options.max_decompressed)
+    rows = row_options(options, out, topics.clock)
     try:
         writer = CaptureWriter(out, capture, share_name(stem or file_stem(first), share), rows, topics,
                                capture_level=share.index == 0, unresolved=unnamed)
