@@ -404,6 +404,41 @@ def sc_schemas_topic(bs: str, out: Path, truth: Truth) -> None:
     _export_schemas(sr, out)
 
 
+def sc_bad_values(bs: str, out: Path, truth: Truth) -> None:
+    """Good Avro values and, from a second producer writing bytes itself (as a client with a broken
+    serializer does), a framed value cut short (corrupt) and one naming a schema id the registry
+    never gave (unknown), on the same topic."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext, StringSerializer
+    sr = _registry()
+    cid = "kd-good"
+    ser = AvroSerializer(sr, json.dumps(ORDER_V1))
+    p = _serializing_producer(bs, cid, "none", StringSerializer("utf_8"), ser)
+    for i in range(4):
+        k, v = f"order-{i}", order(i)
+        p.produce("orders", key=k, value=v, on_delivery=truth.delivered(cid, k, tagged(v)))
+    p.flush(30)
+    good = ser(order(9), SerializationContext("orders", MessageField.VALUE))
+    cid = "kd-broken"
+    raw = Producer({"bootstrap.servers": bs, "client.id": cid, "linger.ms": 50})
+    for k, v, what in ((b"order-corrupt", good[:len(good) // 2], "corrupt"),
+                       (b"order-unknown", b"\x00\x00\x00\x03\xe7" + good[5:], "unknown")):
+        cb = truth.delivered(cid, k.decode(), {"$raw": base64.b64encode(v).decode()})
+
+        def noted(err, msg, cb=cb, what=what) -> None:
+            cb(err, msg)
+            truth.records[-1]["expect"] = what
+        raw.produce("orders", key=k, value=v, on_delivery=noted)
+    raw.flush(30)
+    for i in range(4, 6):
+        k, v = f"order-{i}", order(i)
+        p.produce("orders", key=k, value=v, on_delivery=truth.delivered("kd-good", k, tagged(v)))
+    p.flush(30)
+    _consume(bs, ["orders"], len(truth.records), "kd-orders-readers", truth)
+    _export_schemas(sr, out)
+
+
 def _schema_obj(schema: dict):
     from confluent_kafka.schema_registry import Schema
     return Schema(json.dumps(schema), "AVRO")
@@ -415,6 +450,7 @@ SCENARIOS = {
     "json": sc_json,
     "mixed-json": sc_mixed,
     "schemas-topic": sc_schemas_topic,
+    "bad-values": sc_bad_values,
 }
 
 
