@@ -459,9 +459,13 @@ def run_client(name: str, bootstrap: str, folder: str) -> None:
     out = Path(folder)
     SCENARIOS[name](bootstrap, out / "schemas", truth)
     import confluent_kafka
+    import fastavro
+    import google.protobuf
+    v = confluent_kafka.version()            # a str in 2.16, a (str, int) tuple in older releases
     doc = {"sample": name, "registry": REGISTRY,
-           "libraries": {"confluent-kafka": confluent_kafka.version()[0],
-                         "librdkafka": confluent_kafka.libversion()[0]},
+           "libraries": {"confluent-kafka": v[0] if isinstance(v, tuple) else v,
+                         "librdkafka": confluent_kafka.libversion()[0], "fastavro": fastavro.__version__,
+                         "protobuf": google.protobuf.__version__},
            "clients": truth.clients, "notes": truth.notes,
            "records": sorted(truth.records, key=lambda r: (r["topic"], r["partition"], r["offset"] or -1))}
     (out / "truth.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
