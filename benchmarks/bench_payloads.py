@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Record payload decoding: ``decode --records --schemas`` against ``decode --records`` on a large Avro capture.
 
-    sudo python benchmarks/bench_payloads.py make [--out benchmarks/data] [--records 200000]
-    python benchmarks/bench_payloads.py run [--data benchmarks/data] [--rounds 3]
+    sudo python benchmarks/bench_payloads.py make [--kind event|order] [--out benchmarks/data] [--records 200000]
+    python benchmarks/bench_payloads.py run [--kind event|order] [--data benchmarks/data] [--rounds 3]
 
-``make`` records ``avro-large.pcap`` as ``samples/record_payloads.py`` records its samples, at scale: a
+``make`` records ``avro-<kind>.pcap`` as ``samples/record_payloads.py`` records its samples, at scale: a
 netns (lo MTU 1500, no GSO), tansu, tcpdump with a 256 MiB buffer, one confluent-kafka
-``SerializingProducer`` with ``AvroSerializer`` (mock:// registry) writing ``--records`` Order values
-(the samples' schema) lz4-compressed, then a consumer reading them back; the registry's schemas go to
-``avro-large.schemas/``. Not committed (hundreds of MB).
+``SerializingProducer`` with ``AvroSerializer`` (mock:// registry) writing ``--records`` distinct values
+lz4-compressed (``event``: a typical flat PageView event; ``order``: the samples' feature-packed Order),
+then a consumer reading them back; the registry's schemas go to ``avro-<kind>.schemas/``. Not committed (hundreds of MB).
 
 ``run`` decodes it with ``kdissect decode -j 1 -q`` both ways, alternating, ``--rounds`` times each, in
 one run (the machine may be shared: compare figures of one run only), and prints wall and CPU seconds,
@@ -34,10 +34,26 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 TANSU_PORT = 9092
-NAME = "avro-large"
+# Two value schemas: a typical flat event (eight fields: longs, strings, an enum, a timestamp, a double,
+# a boolean, a nullable string), and the samples' feature-packed Order (decimal, timestamp, date, enum,
+# an array of records, a map, bytes, a union of two records), the costliest to read.
+EVENT = {"type": "record", "name": "PageView", "namespace": "kd.bench", "fields": [
+    {"name": "id", "type": "long"}, {"name": "user", "type": "string"},
+    {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["VIEW", "CLICK", "BUY"]}},
+    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "url", "type": "string"}, {"name": "duration", "type": "double"},
+    {"name": "mobile", "type": "boolean"}, {"name": "referrer", "type": ["null", "string"], "default": None}]}
 
 
-def produce(bootstrap: str, count: int, schemas: str) -> None:
+def event(i: int) -> dict:
+    import datetime as dt
+    return {"id": i, "user": f"user-{i % 9973}", "kind": ("VIEW", "CLICK", "BUY")[i % 3],
+            "at": dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc) + dt.timedelta(milliseconds=37 * i),
+            "url": f"https://shop.example/p/{i % 5000}", "duration": (i % 977) / 7,
+            "mobile": bool(i & 1), "referrer": None if i % 4 else f"https://ref.example/{i % 31}"}
+
+
+def produce(bootstrap: str, count: int, schemas: str, kind: str) -> None:
     """Inside the netns: ``count`` Avro values, then a consumer reading them back."""
     sys.path.insert(0, str(REPO / "samples"))
     from record_payloads import ORDER_V1, order, _export_schemas
@@ -49,10 +65,11 @@ def produce(bootstrap: str, count: int, schemas: str) -> None:
     sr = SchemaRegistryClient.new_client({"url": "mock://bench"})
     p = SerializingProducer({"bootstrap.servers": bootstrap, "client.id": "kd-bench-avro", "compression.type": "lz4",
                              "linger.ms": 20, "key.serializer": StringSerializer("utf_8"),
-                             "value.serializer": AvroSerializer(sr, json.dumps(ORDER_V1))})
-    values = [order(i) for i in range(500)]          # 500 distinct values, cycled: serializing is the cost
-    for i in range(count):
-        p.produce("orders", key=f"order-{i % 1000}", value=values[i % 500])
+                             "value.serializer": AvroSerializer(sr, json.dumps(ORDER_V1 if kind == "order"
+                                                                               else EVENT))})
+    make_value = order if kind == "order" else event
+    for i in range(count):                           # every value distinct, as in real traffic
+        p.produce("orders", key=f"order-{i % 1000}", value=make_value(i))
         if i % 10_000 == 0:
             p.poll(0)
     p.flush(120)
@@ -68,18 +85,18 @@ def produce(bootstrap: str, count: int, schemas: str) -> None:
     print(json.dumps({"produced": count, "consumed": got}))
 
 
-def make(out: Path, count: int) -> None:
+def make(out: Path, count: int, kind: str) -> None:
     from tests.brokers import netns, run_tansu, tcpdump
     out.mkdir(parents=True, exist_ok=True)
-    pcap = out / f"{NAME}.pcap"
-    schemas = out / f"{NAME}.schemas"
+    pcap = out / f"avro-{kind}.pcap"
+    schemas = out / f"avro-{kind}.schemas"
     shutil.rmtree(schemas, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix="kd-bench-") as tmp, ExitStack() as stack:
         ns = stack.enter_context(netns("kd-bench-payloads"))
         bs = stack.enter_context(run_tansu(TANSU_PORT, ns=ns, log=Path(tmp) / "tansu.log"))
         with tcpdump(pcap, ns=ns, bpf=["tcp", "port", str(TANSU_PORT)]):
             proc = subprocess.run(["ip", "netns", "exec", ns, sys.executable, __file__, "produce", "--bootstrap", bs,
-                                   "--records", str(count), "--schemas", str(schemas)],
+                                   "--records", str(count), "--schemas", str(schemas), "--kind", kind],
                                   capture_output=True, text=True, timeout=1800)
             if proc.returncode != 0:
                 sys.exit(proc.stderr[-3000:])
@@ -110,9 +127,9 @@ def _rss(pcap: Path, out: Path, extra: list[str]) -> int:
     return int(proc.stdout.split()[-1]) * 1024
 
 
-def run(data: Path, rounds: int) -> None:
-    pcap = data / f"{NAME}.pcap"
-    schemas = data / f"{NAME}.schemas"
+def run(data: Path, rounds: int, kind: str) -> None:
+    pcap = data / f"avro-{kind}.pcap"
+    schemas = data / f"avro-{kind}.schemas"
     if not pcap.exists():
         sys.exit(f"{pcap}: missing; record it first: sudo python {sys.argv[0]} make")
     import pyarrow.dataset as pads
@@ -152,22 +169,25 @@ def main() -> None:
     m = sub.add_parser("make")
     m.add_argument("--out", default=str(REPO / "benchmarks" / "data"))
     m.add_argument("--records", type=int, default=200_000)
+    m.add_argument("--kind", choices=("event", "order"), default="event")
     r = sub.add_parser("run")
     r.add_argument("--data", default=str(REPO / "benchmarks" / "data"))
     r.add_argument("--rounds", type=int, default=3)
+    r.add_argument("--kind", choices=("event", "order"), default="event")
     w = sub.add_parser("produce")            # inside the netns (make)
     w.add_argument("--bootstrap")
     w.add_argument("--records", type=int)
     w.add_argument("--schemas")
+    w.add_argument("--kind")
     args = ap.parse_args()
     if args.cmd == "make":
         if os.geteuid() != 0:
             sys.exit("needs root (ip netns, tcpdump)")
-        make(Path(args.out), args.records)
+        make(Path(args.out), args.records, args.kind)
     elif args.cmd == "produce":
-        produce(args.bootstrap, args.records, args.schemas)
+        produce(args.bootstrap, args.records, args.schemas, args.kind)
     else:
-        run(Path(args.data), args.rounds)
+        run(Path(args.data), args.rounds, args.kind)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,9 @@ from payloads.store import LearnedStore, SchemaStore, Stores
 # with its schema) or "schema" (its schema does not compile, or a library is missing).
 Result = tuple[int | None, str | None, str | None, bytes | None, tuple[str, str] | None]
 _NULL: Result = (None, None, None, None, None)
+MEMO_ENTRIES = 4096       # decoded keys and values kept (see PayloadDecoder.decode)
+MEMO_BYTES = 2048         # ... of at most this many bytes each: at most ~8 MiB of them, and their JSON
+_STABLE = frozenset(("text", "binary"))     # unframed formats whose answer no schema learned later changes
 
 
 class PayloadDecoder:
@@ -33,6 +36,8 @@ class PayloadDecoder:
         self.validate = validate
         self._stores = Stores([s for s in (store, self.learned) if s is not None])
         self._compiled: dict[int, Any] = {}      # id(schema) -> decoder, or the PayloadError it raised
+        self._memo: dict[Any, Result] = {}
+        self._fast: dict[int, tuple[int, str, Any]] = {}   # id -> (id, format, decoder): prefixed ids seen
 
     @property
     def active(self) -> bool:
@@ -73,9 +78,37 @@ class PayloadDecoder:
         return JsonDecoder(schema, self.resolve, self.validate)
 
     def decode(self, data: bytes | None, header: bytes | None = None) -> Result:
-        """One key or value (``header``: its ``__key_schema_id`` / ``__value_schema_id`` header's value)."""
+        """One key or value (``header``: its ``__key_schema_id`` / ``__value_schema_id`` header's value).
+
+        The same bytes cross the wire more than once — in the Produce request, then in the Fetch
+        response of every consumer — and keys repeat: what decoded cleanly is kept (for values of at
+        most MEMO_BYTES, MEMO_ENTRIES of them, then forgotten all at once, so memory stays bounded) and
+        answered again without decoding. Problems are not kept: a schema learned later may explain them.
+        """
         if data is None:
             return _NULL
+        memo = self._memo
+        key = data if header is None else (data, header)
+        found = memo.get(key)
+        if found is not None:
+            return found
+        result = self._decode(data, header)
+        if result[4] is None and len(data) <= MEMO_BYTES and (result[3] is not None or (result[2] in _STABLE and data[:1] != b"\x01")):
+            if len(memo) >= MEMO_ENTRIES:
+                memo.clear()
+            memo[key] = result
+        return result
+
+    def _decode(self, data: bytes, header: bytes | None) -> Result:
+        # The usual case first: a 4-byte id prefix naming an Avro or JSON schema decoded before.
+        if header is None and len(data) >= 5 and data[0] == 0:
+            fast = self._fast.get(int.from_bytes(data[1:5], "big"))
+            if fast is not None:
+                sid, fmt, dec = fast
+                try:
+                    return sid, None, fmt, dec.decode(data, 5, None), None
+                except ValueMismatch as exc:
+                    return sid, None, fmt, None, ("mismatch", f"does not match schema {sid} ({fmt}): {exc}")
         stores = self._stores
         ref = header_ref(header) if header is not None else None
         if ref is not None:
@@ -104,6 +137,9 @@ class PayloadDecoder:
         fmt = schema.format
         try:
             dec = self.compiled(schema)
+            if fmt != "protobuf" and ref is not None and source is data and at == 5 and sid is not None \
+                    and stores.by_id(sid) is schema:
+                self._fast[sid] = (sid, fmt, dec)
             indexes = None
             if fmt == "protobuf":
                 indexes, after = message_indexes(source, at)   # type: ignore[arg-type]
