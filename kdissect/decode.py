@@ -88,13 +88,14 @@ def _route(run: CaptureRun, writer: CaptureWriter) -> None:
 
 
 def row_options(options: DecodeOptions, outdir: str | os.PathLike[str] | None = None,
-                clock: Callable[[], int] | None = None) -> RowOptions:
+                clock: Callable[[], int] | None = None, preload: tuple = ()) -> RowOptions:
     """``outdir``: where schemas learned or fetched go (``OUTDIR/schemas/``); ``clock``: packets read,
     dating what the capture's ``_schemas`` records teach (see :mod:`kdissect.parallel`)."""
     pay = None
     if options.records:
         from kdissect.payload_columns import payload_decoder
-        pay = payload_decoder(options.schemas, options.schema_registry, options.validate_json, outdir, clock)
+        pay = payload_decoder(options.schemas, options.schema_registry, options.validate_json, outdir, clock,
+                              preload)
     return RowOptions(records=options.records, record_bytes=options.record_bytes,
                       max_decompressed=options.max_decompressed, payloads=pay)
 

@@ -94,9 +94,11 @@ class PayloadColumns:
 
 def payload_decoder(schemas: str | os.PathLike[str] | None = None, registry: str | None = None,
                     validate_json: bool = False, outdir: str | os.PathLike[str] | None = None,
-                    clock: Callable[[], int] | None = None) -> PayloadDecoder:
+                    clock: Callable[[], int] | None = None,
+                    preload: Sequence[tuple[int, Any]] = ()) -> PayloadDecoder:
     """The decoder of one capture: the folder ``schemas``, the Schema Registry at ``registry`` (cached in
-    ``outdir/schemas/``), and what the capture's ``_schemas`` records teach (dated by ``clock``).
+    ``outdir/schemas/``), and what the capture's ``_schemas`` records teach (dated by ``clock``;
+    ``preload``: what other shares of the capture learnt, each known from its date on).
     One-line KdissectError for a folder that does not read or a library a schema needs."""
     stores: list[Any] = []
     try:
@@ -117,7 +119,9 @@ def payload_decoder(schemas: str | os.PathLike[str] | None = None, registry: str
     except PayloadError as exc:          # a missing library: the message says what to install
         raise KdissectError(str(exc)) from None
     store = stores[0] if len(stores) == 1 else Stores(stores) if stores else None
-    return PayloadDecoder(store, LearnedStore(clock), validate_json)
+    learned = LearnedStore(clock)
+    learned.preload(preload)
+    return PayloadDecoder(store, learned, validate_json)
 
 
 def check_options(options: Any) -> None:

@@ -37,12 +37,13 @@ class PayloadDecoder:
         self._stores = Stores([s for s in (store, self.learned) if s is not None])
         self._compiled: dict[int, Any] = {}      # id(schema) -> decoder, or the PayloadError it raised
         self._memo: dict[Any, Result] = {}
+        self.unknown: set[int | str] = set()     # ids and GUIDs seen framing a value, with no schema known
         self._fast: dict[int, tuple[int, str, Any]] = {}   # id -> (id, format, decoder): prefixed ids seen
 
     @property
     def active(self) -> bool:
         """Whether values are being decoded: schemas given, or some learned from the capture."""
-        return self.store is not None or bool(self.learned.ids)
+        return self.store is not None or self.learned.any_known()
 
     def learn(self, key: bytes | None, value: bytes | None) -> Schema | None:
         """A ``_schemas`` record: the schema it registers, if new (see :meth:`LearnedStore.learn`)."""
@@ -121,12 +122,12 @@ class PayloadDecoder:
                 if guid is not None and stores.by_guid(guid) is None:
                     ref = None               # 0x01 + 16 bytes naming no schema known: not framing
             if ref is None:
-                active = self.store is not None or bool(self.learned.ids)
-                fmt, decoded = unframed_json(data, active)
+                fmt, decoded = unframed_json(data, self.store is not None)
                 return None, None, fmt, decoded, None
             source, start = data, at
         schema = stores.by_guid(guid) if guid is not None else stores.by_id(sid)  # type: ignore[arg-type]
         if schema is None:
+            self.unknown.add(sid if sid is not None else guid)
             if not self.active:
                 return sid, guid, None, None, None
             named = f"schema id {sid}" if sid is not None else f"schema GUID {guid}"

@@ -149,6 +149,15 @@ class LearnedStore(_Index):
             self.add(s)
             self._from[id(s)] = when
 
+    def any_known(self) -> bool:
+        """Whether some schema is known at this point (learnt here, or preloaded and dated before now)."""
+        if self.learned:
+            return True
+        if self._from:
+            now = self.clock()
+            return any(when < now for when in self._from.values())
+        return False
+
     def _visible(self, s: Schema | None) -> Schema | None:
         if s is None:
             return None

@@ -270,3 +270,18 @@ def test_show_verbose_prints_decoded_values(tmp_path: Path, capsys) -> None:
     assert lines
     for line in lines:
         assert json.loads(line.split("): ", 1)[1]) in [r["value"] for r in truth["records"]]
+
+
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_jobs_learn_schemas_across_shares_as_one_process_does(tmp_path: Path, jobs: int) -> None:
+    from kdissect.decode import decode_files
+    from kdissect.source import DecodeOptions
+    pcap, _schemas, _truth = sample("schemas-topic")
+    options = DecodeOptions(records=True)
+    decode_files([pcap], tmp_path / "one", options, jobs=1)
+    decode_files([pcap], tmp_path / "many", options, jobs=jobs, min_share_bytes=0)
+    assert len(list((tmp_path / "many" / "records").glob("*of*.parquet"))) == jobs
+    one, many = _rows(tmp_path / "one"), _rows(tmp_path / "many")
+    assert many == one
+    decoded = [r for r in table(tmp_path / "many", "records") if r["topic"] == "orders"]
+    assert decoded and all(r["value_format"] == "avro" for r in decoded)
