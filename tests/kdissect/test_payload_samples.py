@@ -285,3 +285,32 @@ def test_jobs_learn_schemas_across_shares_as_one_process_does(tmp_path: Path, jo
     assert many == one
     decoded = [r for r in table(tmp_path / "many", "records") if r["topic"] == "orders"]
     assert decoded and all(r["value_format"] == "avro" for r in decoded)
+
+
+@pytest.mark.parametrize("argv", [
+    ["decode", "x.pcap", "-o", "out", "--schemas", "s/"],
+    ["spark-decode", "x.pcap", "-o", "out", "--schema-registry", "http://r:8081"],
+    ["live", "-i", "lo", "-o", "out", "--schemas", "s/", "--validate-json"],
+    ["doctor", "x.pcap", "--schemas", "s/"],
+])
+def test_every_command_takes_the_payload_options_and_they_imply_records(argv) -> None:
+    from kdissect.cli import build_parser, decoding, payload_args
+    args = build_parser(argv[0]).parse_args(argv)
+    assert decoding(args) and not getattr(args, "records", False)
+    assert payload_args(args)["schemas"] in ("s/", None)
+
+
+def test_a_missing_codec_library_is_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
+    import builtins
+    real = builtins.__import__
+
+    def no_fastavro(name, *a, **k):
+        if name == "fastavro" or name.startswith("fastavro."):
+            raise ImportError(name)
+        return real(name, *a, **k)
+    monkeypatch.setattr(builtins, "__import__", no_fastavro)
+    monkeypatch.delitem(sys.modules, "fastavro", raising=False)
+    pcap, schemas, _truth = sample("avro")
+    assert main(["decode", str(pcap), "-o", str(tmp_path / "o"), "--schemas", str(schemas)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'kafka-dissect[payloads]'" in err and "fastavro" in err
