@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from payloads import KEY_HEADER, SCHEMAS_TOPIC, VALUE_HEADER, DirectoryStore, PayloadDecoder, PayloadError, Stores
+from payloads.framing import MAX_ID, unframed_format
 from payloads.libs import check
 from payloads.store import LearnedStore, write_schema
 
@@ -34,6 +35,36 @@ class PayloadColumns:
         (self._kid, self._vid, self._kguid, self._vguid, self._kfmt, self._vfmt, self._kdec,
          self._vdec) = cols
         self._problems: dict[tuple[str, str, str], list] = {}   # (side, kind, text) -> [first, count, last]
+        self._formats: dict[bytes, str] = {}      # unframed keys and values -> format (framing only)
+        self._plain = self._framing_only()
+
+    def _framing_only(self) -> bool:
+        """Whether no schema can be known (none given, none learnt or preloaded): then a value's framing
+        alone is wanted, read here without the decoder's look-ups (``--records`` pays only this)."""
+        dec = self.decoder
+        return dec.store is None and not dec.learned.ids and not dec.learned.preloaded
+
+    def _frame(self, data: bytes | None) -> tuple[int | None, str | None]:
+        """(schema id, format) of an unprefixed-header key or value when no schema can be known."""
+        if data is None:
+            return None, None
+        n = len(data)
+        if n >= 5 and data[0] == 0:
+            sid = (data[1] << 24) | (data[2] << 16) | (data[3] << 8) | data[4]
+            if 0 < sid < MAX_ID:
+                self.decoder.unknown.add(sid)
+                return sid, None
+        elif n >= 17 and data[0] == 1:
+            return None, "binary"               # a GUID no schema can name here: not framing
+        formats = self._formats
+        fmt = formats.get(data)
+        if fmt is None:
+            fmt = unframed_format(data)
+            if n <= 256:                        # short keys and values repeat; bounded like the decoder's memo
+                if len(formats) >= 4096:
+                    formats.clear()
+                formats[data] = fmt
+        return None, fmt
 
     def record(self, key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]],
                topic: str | None, offset: int | None) -> int:
@@ -46,6 +77,20 @@ class PayloadColumns:
                 elif name == KEY_HEADER:
                     kh = hv
         dec = self.decoder
+        if self._plain and kh is None and vh is None:
+            kid, kfmt = self._frame(key)
+            vid, vfmt = self._frame(value)
+            self._kid.append(kid)
+            self._vid.append(vid)
+            self._kguid.append(None)
+            self._vguid.append(None)
+            self._kfmt.append(kfmt)
+            self._vfmt.append(vfmt)
+            self._kdec.append(None)
+            self._vdec.append(None)
+            if topic == SCHEMAS_TOPIC:
+                self._learn(key, value, offset)
+            return 0
         kid, kguid, kfmt, kdec, kproblem = dec.decode(key, kh)
         vid, vguid, vfmt, vdec, vproblem = dec.decode(value, vh)
         self._kid.append(kid)
@@ -61,11 +106,15 @@ class PayloadColumns:
         if vproblem is not None:
             self._note("value", vproblem, offset)
         if topic == SCHEMAS_TOPIC:
-            try:
-                dec.learn(key, value)
-            except PayloadError as exc:
-                self._note("value", ("schemas", f"_schemas record not read: {exc}"), offset)
+            self._learn(key, value, offset)
         return (len(kdec) if kdec is not None else 0) + (len(vdec) if vdec is not None else 0)
+
+    def _learn(self, key: bytes | None, value: bytes | None, offset: int | None) -> None:
+        try:
+            self.decoder.learn(key, value)
+        except PayloadError as exc:
+            self._note("value", ("schemas", f"_schemas record not read: {exc}"), offset)
+        self._plain = self._framing_only()
 
     def _note(self, side: str, problem: tuple[str, str], offset: int | None) -> None:
         entry = self._problems.get((side, *problem))

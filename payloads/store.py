@@ -149,6 +149,11 @@ class LearnedStore(_Index):
             self.add(s)
             self._from[id(s)] = when
 
+    @property
+    def preloaded(self) -> bool:
+        """Whether schemas from another decoder of the capture wait here (known from their date on)."""
+        return bool(self._from)
+
     def any_known(self) -> bool:
         """Whether some schema is known at this point (learnt here, or preloaded and dated before now)."""
         if self.learned:

@@ -7,7 +7,6 @@ starts a real master and two workers from the pyspark installation.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import re
 import shutil
@@ -289,10 +288,7 @@ def test_spark_decode_and_the_data_source_decode_record_payloads(spark, tmp_path
     register(spark)
     df = (spark.read.format("kafka-pcap").option("table", "records")
           .option("schemas", str(PAYLOADS / "avro" / "schemas")).load(str(avro)))
-    got = sorted(json.dumps(r.asDict(), default=str, sort_keys=True) for r in df.collect())
-    want = sorted(json.dumps(r, default=str, sort_keys=True)
-                  for r in pq.read_table(tmp_path / "one" / "records").to_pylist())
-    assert got == want
+    assert _frame_rows(df) == table_rows(tmp_path / "one", "records")
     learnt = PAYLOADS / "schemas-topic" / "schemas-topic.pcap"
     decode_files([learnt], tmp_path / "learnt-one", DecodeOptions(records=True))
     spark_decode(spark, [learnt], tmp_path / "learnt-spark", DecodeOptions(records=True), shards=3)
