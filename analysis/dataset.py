@@ -120,6 +120,14 @@ RECORDS = _schema(
     ("producer_epoch", IntegerType()),
     ("transactional", BooleanType()),
     ("control", BooleanType()),
+    ("key_schema_id", IntegerType()),
+    ("value_schema_id", IntegerType()),
+    ("key_schema_guid", StringType()),
+    ("value_schema_guid", StringType()),
+    ("key_format", StringType()),
+    ("value_format", StringType()),
+    ("key_decoded", StringType()),
+    ("value_decoded", StringType()),
 )
 
 SCHEMAS: dict[str, StructType] = {

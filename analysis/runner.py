@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 # pyarrow is imported where used: `kdissect --help` builds this module's arguments and should stay quick.
 Results = dict[str, "pa.Table"]
 
-JOBS = ("inventory", "latency", "errors", "throughput", "groups", "lag", "producers", "findings")
+JOBS = ("inventory", "latency", "errors", "throughput", "groups", "lag", "producers", "schemas", "findings")
 
 
 def parse_time(text: str) -> dt.datetime:

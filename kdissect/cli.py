@@ -140,6 +140,20 @@ def _common(p: argparse.ArgumentParser, records: bool) -> None:
         p.add_argument("--max-decompressed", type=int, default=64, metavar="MIB",
                        help="stop decompressing a records field past this many MiB, reported as an anomaly "
                             "(a guard against decompression bombs; default 64)")
+    _payload_options(p, records)
+
+
+def _payload_options(p: argparse.ArgumentParser, records: bool = True) -> None:
+    implies = " (implies --records)" if records else ""
+    p.add_argument("--schemas", metavar="DIR",
+                   help="decode record keys and values with the schemas in DIR: the registry's JSON saved as "
+                        "{id}.json (curl REGISTRY/schemas/ids/{id}), or {id}.avsc, {id}.proto, "
+                        f"{{id}}.schema.json{implies}")
+    p.add_argument("--schema-registry", metavar="URL",
+                   help="fetch the schemas of the ids seen from this Schema Registry, cached in "
+                        f"OUTDIR/schemas/{implies}")
+    p.add_argument("--validate-json", action="store_true",
+                   help=f"check JSON Schema values against their schema (needs jsonschema){implies}")
 
 
 def _separate_files(p: argparse.ArgumentParser) -> None:
@@ -284,9 +298,11 @@ def _decode(args: argparse.Namespace) -> int:
     from kdissect.summary import damage_lines, format_summary
 
     options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
-                            records=args.records or args.record_bytes, record_bytes=args.record_bytes,
+                            records=args.records or args.record_bytes or decoding(args),
+                            record_bytes=args.record_bytes,
                             max_decompressed=args.max_decompressed << 20, tls_keylog=tuple(args.tls_keylog),
-                            protocol=protocol_option(args.protocol), rotated=not args.separate_files)
+                            protocol=protocol_option(args.protocol), rotated=not args.separate_files,
+                            **payload_args(args))
     if args.own_process:
         from kdissect.arrow import claim_process
         claim_process()
@@ -311,6 +327,18 @@ def _damaged(lines: list[str], then: str) -> int:
     return EXIT_DAMAGED if lines else 0
 
 
+def decoding(args: argparse.Namespace) -> bool:
+    """Whether the payload options ask for record keys and values to be decoded (which needs --records)."""
+    return bool(getattr(args, "schemas", None) or getattr(args, "schema_registry", None)
+                or getattr(args, "validate_json", False))
+
+
+def payload_args(args: argparse.Namespace) -> dict:
+    """The payload options as DecodeOptions' fields."""
+    return {"schemas": getattr(args, "schemas", None), "schema_registry": getattr(args, "schema_registry", None),
+            "validate_json": bool(getattr(args, "validate_json", False))}
+
+
 def _show(args: argparse.Namespace) -> int:
     from kdissect.filters import MessageFilter, parse_apis
     from kdissect.inputs import captures, describe
@@ -333,7 +361,7 @@ def _show(args: argparse.Namespace) -> int:
     show(sets[0], sys.stdout, ShowOptions(filt, args.verbose, args.absolute_time, args.count),
          DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
                        tls_keylog=tuple(args.tls_keylog),
-                       protocol=protocol_option(args.protocol)), damage=damage)
+                       protocol=protocol_option(args.protocol), **payload_args(args)), damage=damage)
     sys.stdout.flush()
     return _damaged(damage, "what could be read is shown")
 
@@ -343,9 +371,10 @@ def _live(args: argparse.Namespace) -> int:
     from kdissect.source import DecodeOptions, ports_option, protocol_option
 
     options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
-                            records=args.records or args.record_bytes, record_bytes=args.record_bytes,
+                            records=args.records or args.record_bytes or decoding(args),
+                            record_bytes=args.record_bytes,
                             max_decompressed=args.max_decompressed << 20, tls_keylog=tuple(args.tls_keylog),
-                            protocol=protocol_option(args.protocol))
+                            protocol=protocol_option(args.protocol), **payload_args(args))
     return run_live(LiveOptions(args.interface, args.output, args.rotate, args.duration, args.count,
                                 args.keep_pcap, args.spool_max << 20), options, sys.stderr)
 

@@ -37,7 +37,8 @@ BATCH_ROWS = 20_000            # rows buffered per table before a row group is w
 BATCH_BYTES = 16 << 20         # ... or this many bytes of JSON bodies (exchanges): peak RSS 357 -> 292 MB
                                # on a 200 MB capture of large Fetch responses (32 -> 16 MB)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_TEXT = {("exchanges", "request"), ("exchanges", "response")}     # JSON bodies: see TextColumn
+_TEXT = {("exchanges", "request"), ("exchanges", "response"),     # JSON bodies: see TextColumn
+         ("records", "key_decoded"), ("records", "value_decoded")}
 
 
 def file_stem(path: str | os.PathLike[str]) -> str:
@@ -383,9 +384,14 @@ class CaptureWriter:
         return {t: (w.rows, w.take_table(w.pending)) for t, w in self._writers.items()}
 
     def close(self) -> list[tuple[Path, Path]]:
-        """Write every table's file under its temporary name: (temporary, final) paths."""
+        """Write every table's file under its temporary name: (temporary, final) paths; the schemas the
+        capture's ``_schemas`` records taught go to ``OUTDIR/schemas/`` (the same files every time)."""
         for w in self._writers.values():
             w.close()
+        pay = self.options.payloads
+        if pay is not None and pay.learned.learned:
+            from kdissect.payload_columns import write_learned
+            write_learned(self._outdir, pay.learned.learned)
         return [(w.tmp, w.path) for w in self._writers.values()]
 
     def commit(self) -> list[Path]:

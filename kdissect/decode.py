@@ -87,29 +87,43 @@ def _route(run: CaptureRun, writer: CaptureWriter) -> None:
         writer.event(ce.conn, ce.event)
 
 
-def row_options(options: DecodeOptions) -> RowOptions:
+def row_options(options: DecodeOptions, outdir: str | os.PathLike[str] | None = None,
+                clock: Callable[[], int] | None = None, preload: tuple = ()) -> RowOptions:
+    """``outdir``: where schemas learned or fetched go (``OUTDIR/schemas/``); ``clock``: packets read,
+    dating what the capture's ``_schemas`` records teach (see :mod:`kdissect.parallel`)."""
+    pay = None
+    if options.records:
+        from kdissect.payload_columns import payload_decoder
+        pay = payload_decoder(options.schemas, options.schema_registry, options.validate_json, outdir, clock,
+                              preload)
     return RowOptions(records=options.records, record_bytes=options.record_bytes,
-                      max_decompressed=options.max_decompressed)
+                      max_decompressed=options.max_decompressed, payloads=pay)
 
 
 def write_dataset(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], outdir: str | os.PathLike[str],
                   *, ports: str | frozenset[int] | None = None, records: bool = False, record_bytes: bool = False,
                   keep_secrets: bool = False, progress: ProgressFn | None = None,
                   tls_keylog: str | os.PathLike[str] | list[str | os.PathLike[str]] = (),
-                  jobs: int = 1) -> DecodeResult:
+                  jobs: int = 1, schemas: str | os.PathLike[str] | None = None,
+                  schema_registry: str | None = None, validate_json: bool = False) -> DecodeResult:
     """Decode capture files (or directories of them) into the dataset under ``outdir``.
 
     ``ports``: Kafka ports (``"9092,9093"``), default: detect Kafka on any port.
     ``records``: also write the records table; ``record_bytes``: with key/value bytes
     (implies ``records``); ``tls_keylog``: NSS key log file(s) for TLS connections;
-    ``jobs``: worker processes (see :func:`decode_files`). Each capture's files replace
+    ``jobs``: worker processes (see :func:`decode_files`); ``schemas``: a folder of schemas by id,
+    ``schema_registry``: a registry URL, ``validate_json``: check JSON Schema values (each implies
+    ``records``: record keys and values decoded, see the README's "Record payloads"). Each capture's files replace
     those of an earlier decode of the same file. Raises :class:`KdissectError` for a missing or unreadable
     input or an unwritable ``outdir``, before anything is written.
     """
     if isinstance(ports, str):
         ports = ports_option(ports)
-    options = DecodeOptions(ports=ports, keep_secrets=keep_secrets, records=records or record_bytes,
-                            record_bytes=record_bytes, tls_keylog=keylog_files(tls_keylog))
+    decoding = schemas is not None or schema_registry is not None or validate_json
+    options = DecodeOptions(ports=ports, keep_secrets=keep_secrets, records=records or record_bytes or decoding,
+                            record_bytes=record_bytes, tls_keylog=keylog_files(tls_keylog),
+                            schemas=os.fspath(schemas) if schemas is not None else None,
+                            schema_registry=schema_registry, validate_json=validate_json)
     return decode_files(inputs, outdir, options, progress, jobs=jobs)
 
 
@@ -122,6 +136,9 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
     sets = captures([inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs), options.rotated)
     for c in sets:  # fail on a bad input before writing anything
         open_capture_run(c, options).close()
+    if options.records:
+        from kdissect.payload_columns import check_options
+        check_options(options)
     out = prepare_outdir(outdir, TABLES if options.records else TABLES[:3])
     result = DecodeResult(out, rotated=[c for c in sets if len(c) > 1])
     start = time.monotonic()
@@ -132,7 +149,8 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
     for i, capture in enumerate(sets, 1):
         run = open_capture_run(capture, options, messages=False)
         try:
-            writer = CaptureWriter(out, capture[0].name, file_stem(capture[0]), row_options(options),
+            writer = CaptureWriter(out, capture[0].name, file_stem(capture[0]),
+                                   row_options(options, out, lambda run=run: run.pipeline.stats.packets),
                                    run.pipeline.topics)
         except BaseException:
             run.close()

@@ -62,6 +62,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="decrypt TLS with the session keys in this NSS key log file; repeatable")
     p.add_argument("--all", action="store_true", help="print info findings too (default: critical and warning, "
                                                       "info ones are counted)")
+    p.add_argument("--records", action="store_true",
+                   help="also decode every record (the schemas_by_topic table and the topic.* payload findings)")
+    from kdissect.cli import _payload_options
+    _payload_options(p)
 
 
 def with_paths(rows: Sequence[Mapping[str, Any]], paths: Mapping[str, Path]) -> list[dict[str, Any]]:
@@ -143,7 +147,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
         raise UsageError(str(exc)) from None
     _check_outputs(args)
     files = capture_files(args.inputs)
-    options = DecodeOptions(ports=ports_option(args.ports), tls_keylog=tuple(args.tls_keylog))
+    try:
+        from kdissect.cli import decoding, payload_args
+        options = DecodeOptions(ports=ports_option(args.ports), tls_keylog=tuple(args.tls_keylog),
+                                records=bool(getattr(args, "records", False)) or decoding(args), **payload_args(args))
+    except KdissectError as exc:
+        raise UsageError(str(exc)) from None
     paths: dict[str, Path] = {}
     for f in files:
         paths.setdefault(f.name, f)  # the dataset names a capture by its file name

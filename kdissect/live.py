@@ -96,7 +96,7 @@ class _Decoder:
         self.run = run
         self.out = out
         self.names = names
-        self.rows = row_options(options)
+        self.rows = row_options(options, out, lambda: run.stats.packets)
         self.rotate_ns = int(rotate * NS)
         self.total = Counts()
         self.status = status
@@ -156,6 +156,9 @@ class _Decoder:
 def run_live(live: LiveOptions, options: DecodeOptions, status: TextIO) -> int:
     live.validate()
     check_keylogs(options.tls_keylog)
+    if options.records:
+        from kdissect.payload_columns import check_options
+        check_options(options)
     tables = TABLES if options.records else TABLES[:3]
     out = prepare_outdir(live.outdir, tables)
     names = _Rotation(live.interface)

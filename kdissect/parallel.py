@@ -39,10 +39,9 @@ from capture.shard import Share
 from dissector.topics import ZERO_UUID, TopicRegistry
 
 from kdissect.dataset import TABLES, CaptureWriter, Counts, file_stem, parquet_writer, remove_joined, remove_stale
-from kdissect.decode import MIN_SHARE_BYTES, capture_shares, fewer_collections
+from kdissect.decode import MIN_SHARE_BYTES, capture_shares, fewer_collections, row_options
 from kdissect.errors import KdissectError
 from kdissect.inputs import Capture
-from kdissect.rows import RowOptions
 from kdissect.source import DecodeOptions, open_capture_run
 
 if TYPE_CHECKING:
@@ -105,6 +104,13 @@ class ShareResult:
     bytes_read: int
     learned: list[tuple[int, str, str]]                # (clock, topic id, name)
     unnamed: dict[tuple[str, str], array] = field(default_factory=dict)
+    # Record payloads: schemas this share learnt from _schemas records (clock, payloads.Schema), the
+    # schema ids and GUIDs it met with no schema, and what it takes to decode the share again.
+    schemas: list = field(default_factory=list)
+    unknown_schemas: set = field(default_factory=set)
+    source: tuple[str, ...] = ()
+    outdir: str = ""
+    options: DecodeOptions | None = None
 
 
 def share_name(stem: str, share: Share) -> str:
@@ -114,13 +120,15 @@ def share_name(stem: str, share: Share) -> str:
 
 def decode_share(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], outdir: str | os.PathLike[str],
                  share: Share, options: DecodeOptions, *, stem: str | None = None,
-                 on_progress: Callable[[CaptureRun, Counts], None] | None = None) -> ShareResult:
+                 on_progress: Callable[[CaptureRun, Counts], None] | None = None,
+                 schemas: tuple = ()) -> ShareResult:
     """Decode the connections of ``share`` of one capture into table files under temporary names.
 
     ``path``: the capture file, or the files of a rotated capture in order (named by the first).
     ``outdir`` must exist with one directory per table (:func:`kdissect.dataset.prepare_outdir`).
     Nothing is visible until :func:`finish_capture`; on an exception the files are removed.
-    Share 0 also reports the capture-level anomalies (damaged file, IP fragments).
+    Share 0 also reports the capture-level anomalies (damaged file, IP fragments). ``schemas``: what
+    other shares learnt from ``_schemas`` records, (clock, schema) pairs (see :func:`finish_capture`).
     """
     out = Path(outdir)
     first = Path(path if isinstance(path, (str, os.PathLike)) else path[0])
@@ -130,8 +138,7 @@ def decode_share(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     topics.clock = lambda: run.pipeline.stats.packets
     unnamed = _Unnamed(topics.clock) if not share.whole else None
     capture = first.name
-    rows = RowOptions(records=options.records, record_bytes=options.record_bytes,
-                      max_decompressed=options.max_decompressed)
+    rows = row_options(options, out, topics.clock, schemas)
     try:
         writer = CaptureWriter(out, capture, share_name(stem or file_stem(first), share), rows, topics,
                                capture_level=share.index == 0, unresolved=unnamed)
@@ -150,8 +157,12 @@ def decode_share(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
         writer.abort()
         run.close()
         raise
-    return ShareResult(capture, stem or file_stem(first), share, files, writer.counts, run.stats.packets, run.source.bytes_read,
-                       topics.learned, unnamed.rows if unnamed is not None else {})
+    pay = rows.payloads
+    paths = (os.fspath(path),) if isinstance(path, (str, os.PathLike)) else tuple(map(os.fspath, path))
+    return ShareResult(capture, stem or file_stem(first), share, files, writer.counts, run.stats.packets,
+                       run.source.bytes_read, topics.learned, unnamed.rows if unnamed is not None else {},
+                       list(pay.learned.learned) if pay is not None else [],
+                       set(pay.unknown) if pay is not None else set(), paths, os.fspath(out), options)
 
 
 def finish_capture(results: list[ShareResult]) -> list[Path]:
@@ -161,6 +172,7 @@ def finish_capture(results: list[ShareResult]) -> list[Path]:
     are replaced. On an exception nothing of this capture is made visible.
     """
     try:
+        _resolve_schemas(results)
         _resolve_topics(results)
         paths = []
         for r in results:
@@ -179,6 +191,28 @@ def discard(results: list[ShareResult]) -> None:
     for r in results:
         for tmp, _ in r.files:
             tmp.unlink(missing_ok=True)
+
+
+# -- schemas across shares -----------------------------------------------------------------------
+
+def _resolve_schemas(results: list[ShareResult]) -> None:
+    """A share that met schema ids another share learnt from ``_schemas`` records is decoded again, knowing
+    each of those schemas from the packet (clock) it was learnt at on: the rows one process would write.
+    Rare (a registry's traffic and the values it explains on connections of different shares), and only
+    then does a share cost two decodes."""
+    if len(results) < 2 or not any(r.schemas for r in results):
+        return
+    for i, r in enumerate(results):
+        others = [(when, s) for o in results if o is not r for when, s in o.schemas]
+        # Not only the ids others learnt: knowing any schema is what makes an unknown id an anomaly.
+        if not r.unknown_schemas or not others or r.options is None:
+            continue
+        for tmp, _final in r.files:
+            tmp.unlink(missing_ok=True)
+        again = decode_share(r.source, r.outdir, r.share, r.options, stem=r.stem, schemas=tuple(sorted(
+            others, key=lambda e: e[0])))
+        again.counts.captures = r.counts.captures
+        results[i] = again
 
 
 # -- topic names across shares -------------------------------------------------------------------

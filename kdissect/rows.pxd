@@ -12,7 +12,7 @@ cdef class Tally:
 
 cdef class RowBuilder:
     cdef public object capture, options, topics, cols, kinds
-    cdef public object _position, _unresolved, _ex, _pa, _an, _rec
+    cdef public object _position, _unresolved, _ex, _pa, _an, _rec, _pay
     cdef public dict _api_names, _plans, _error_names
     cpdef _api_name(self, api_key)
     cpdef _error_name(self, code)
@@ -51,4 +51,4 @@ cdef extern from *:
 cpdef Py_ssize_t _find(bytes text, bytes key, Py_ssize_t start) except -2
 
 cdef class RowOptions:
-    cdef readonly object records, record_bytes, max_decompressed
+    cdef readonly object records, record_bytes, max_decompressed, payloads

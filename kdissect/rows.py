@@ -33,6 +33,7 @@ Row = dict[str, Any]
 # A TopicPath's fields, then the offset fields its partition entries have (see _plan).
 Plan = tuple[tuple[str, ...], str | None, str | None, str | None, str | None, str | None, tuple[str, ...]]
 Columns = Sequence[list]           # one list per column, in the table schema's order
+_RECORD_COLUMNS = 21               # the records table's columns before the payload ones
 _DIRECTION = {Direction.TO_BROKER: "request", Direction.TO_CLIENT: "response"}
 # In compact JSON a key is `"error_code":`; inside a string value its quotes would be
 # escaped, so this cannot match text that merely mentions the name.
@@ -83,6 +84,7 @@ class RowOptions:
     records: bool = False           # fill the records table
     record_bytes: bool = False      # ... with the key and value bytes themselves
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
+    payloads: Any = None            # a payloads.PayloadDecoder: framing and decoding of keys and values
 
 
 def us(ns: int | None) -> int | None:
@@ -129,7 +131,12 @@ class RowBuilder:
         self._ex = tuple(cols["exchanges"])
         self._pa = tuple(cols["partitions"])
         self._an = tuple(cols["anomalies"])
-        self._rec = tuple(cols["records"]) if "records" in cols else None
+        self._rec = tuple(cols["records"][:_RECORD_COLUMNS]) if "records" in cols else None
+        self._pay = None
+        if "records" in cols:                   # the payload columns follow (kdissect.payload_columns)
+            from kdissect.payload_columns import PayloadColumns, payload_decoder
+            self._pay = PayloadColumns(options.payloads if options.payloads is not None else payload_decoder(),
+                                       cols["records"][_RECORD_COLUMNS:])
         self._api_names: dict[int, str] = {}
         self._plans: dict[int, tuple[Plan, ...]] = {}       # by _plan_key
         self._error_names: dict[int, str] = {}
@@ -470,6 +477,7 @@ class RowBuilder:
          a_timestamp, a_magic, a_key_size, a_value_size, a_key_bytes, a_value_bytes, a_header_count,
          a_producer_id, a_producer_epoch, a_transactional, a_control) = self._rec  # type: ignore[misc]
         cap = self.capture
+        pay = self._pay
         n = nbytes = 0
         for batch in rs.batches:
             if batch.error:
@@ -513,7 +521,11 @@ class RowBuilder:
                 a_producer_epoch.append(epoch)
                 a_transactional.append(txn)
                 a_control.append(control)
+                if pay is not None:
+                    nbytes += pay.record(key, value, rec.headers if v2 else (), tname, rec.offset)
                 n += 1
+        if pay is not None:
+            problems += pay.problems()
         return n, nbytes, problems
 
     def _v07_records(self, cid: str, corr: int, api_key: int | None, kind: str, ts: int, tname: str | None,
@@ -558,7 +570,11 @@ class RowBuilder:
                 a_producer_epoch.append(None)
                 a_transactional.append(False)
                 a_control.append(False)
+                if self._pay is not None:
+                    nbytes += self._pay.record(None, m.payload, (), tname, m.offset)
                 n += 1
+        if self._pay is not None:
+            problems += self._pay.problems()
         return n, nbytes, problems
 
     # -- anomalies ---------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TextIO
+from typing import Any, TextIO
 
 from capture import ConnectionInfo
 from dissector.events import Anomaly, Exchange, Request, Response, Status
@@ -47,10 +47,12 @@ def _partition_summary(msg: Request | Response, kind: str) -> str:
 
 
 class Printer:
-    def __init__(self, out: TextIO, options: ShowOptions, damage: list[str] | None = None) -> None:
+    def __init__(self, out: TextIO, options: ShowOptions, damage: list[str] | None = None,
+                 payloads: Any = None) -> None:
         self.out = out
         self.options = options
         self.damage = damage   # gets the details of damage to the capture file itself
+        self.payloads = payloads       # with -V: a payloads.PayloadDecoder, record values decoded in the tree
         self.first_ts: int | None = None
         self.number = 0        # every message counts, shown or not, so numbers survive filtering
         self.printed = 0
@@ -72,7 +74,24 @@ class Printer:
             self.out.write("\n".join(tree) + "\n")
         self.printed += 1
 
+    def _learn(self, msg: Request | Response, kind: str) -> None:
+        """Schemas from the ``_schemas`` records a message carries, whether it is shown or not."""
+        from dissector.records import decode_records
+        from payloads import SCHEMAS_TOPIC, PayloadError
+        for p in message_partitions(msg, kind, None):
+            data = getattr(p.records, "data", None)
+            if p.topic != SCHEMAS_TOPIC or not data:
+                continue
+            for batch in decode_records(data, strict=False).batches:
+                for r in batch.leaves():
+                    try:
+                        self.payloads.learn(r.key, r.value)
+                    except PayloadError:
+                        pass                 # a malformed _schemas record teaches nothing
+
     def request(self, conn: ConnectionInfo, req: Request) -> None:
+        if self.payloads is not None and req.api_key == 0:
+            self._learn(req, "request")
         self.number += 1
         ts = self._time(req.first_ts)
         if not self.options.filter.request_matches(req):
@@ -86,11 +105,13 @@ class Printer:
             extra = f"[malformed: {req.failure.error}] " + extra
         if extra:
             line += "  " + extra
-        self._emit(line, message_tree(req, "request", api) if self.options.verbose else None)
+        self._emit(line, message_tree(req, "request", api, self.payloads) if self.options.verbose else None)
 
     def response(self, conn: ConnectionInfo, ex: Exchange) -> None:
         resp = ex.response
         assert resp is not None
+        if self.payloads is not None and resp.api_key == 1:
+            self._learn(resp, "response")
         self.number += 1
         ts = self._time(resp.first_ts)
         code, name = body_error(resp.body)
@@ -113,7 +134,7 @@ class Printer:
         extra = _partition_summary(resp, "response") if resp.api_key is not None else ""
         if extra:
             line += "  " + extra
-        self._emit(line, message_tree(resp, "response", api) if self.options.verbose else None)
+        self._emit(line, message_tree(resp, "response", api, self.payloads) if self.options.verbose else None)
 
     def anomaly(self, conn: ConnectionInfo | None, a: Anomaly) -> None:
         if conn is None and a.kind in DAMAGE and self.damage is not None:
@@ -130,8 +151,13 @@ def show(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], out: T
     """Print the messages of a capture (a file, or a rotated capture's files in order); returns the
     number of lines printed. ``damage`` gets what is damaged in the capture file itself (cut short, a
     corrupt record), whatever the filters."""
-    run = open_capture_run(path, decode or DecodeOptions())
-    p = Printer(out, options, damage)
+    decode = decode or DecodeOptions()
+    payloads = None
+    if options.verbose:                  # record keys and values decoded in the tree
+        from kdissect.payload_columns import payload_decoder
+        payloads = payload_decoder(decode.schemas, decode.schema_registry, decode.validate_json)
+    run = open_capture_run(path, decode)
+    p = Printer(out, options, damage, payloads)
     try:
         for conn, ev in _events(run):
             if isinstance(ev, Request):

@@ -30,6 +30,9 @@ class DecodeOptions:
     tls_keylog: tuple[str, ...] = ()      # NSS key log files for TLS connections
     protocol: ProtocolChoice | None = None  # force Kafka 0.7 / 0.8+ (all, or per broker port); None: detect
     rotated: bool = True                  # files that continue one another are decoded as one capture
+    schemas: str | None = None            # a folder of schemas by id: record keys and values decoded
+    schema_registry: str | None = None    # a Schema Registry URL: the schemas of the ids seen, cached
+    validate_json: bool = False           # check JSON Schema values against their schema (jsonschema)
 
     def capture_options(self, live: bool = False, share: Share | None = None,
                         messages: bool = True) -> CaptureOptions:

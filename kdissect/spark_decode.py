@@ -64,6 +64,9 @@ def spark_decode(spark: Any, inputs: list[str | os.PathLike[str]], outdir: str |
     sc = spark.sparkContext
     sets = expand_captures(inputs, options.rotated, probe_all=partial(_probe_on_executors, sc))
     check_keylogs(options.tls_keylog)
+    if options.records:
+        from kdissect.payload_columns import check_options
+        check_options(options)
     out = prepare_outdir(outdir, TABLES if options.records else TABLES[:3])
     parallelism = sc.defaultParallelism
     tasks = plan(sets, (lambda _size: shards) if shards else (lambda size: shares_for(size, parallelism)))
@@ -168,10 +171,14 @@ def run(args: Any, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     from kdissect.source import ports_option, protocol_option
     from kdissect.summary import damage_lines, format_summary
 
+    from kdissect.cli import decoding, payload_args
+
     options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
-                            records=args.records or args.record_bytes, record_bytes=args.record_bytes,
+                            records=args.records or args.record_bytes or decoding(args),
+                            record_bytes=args.record_bytes,
                             max_decompressed=args.max_decompressed << 20, tls_keylog=tuple(args.tls_keylog),
-                            protocol=protocol_option(args.protocol), rotated=not args.separate_files)
+                            protocol=protocol_option(args.protocol), rotated=not args.separate_files,
+                            **payload_args(args))
     try:
         import pyspark  # noqa: F401
     except ModuleNotFoundError:

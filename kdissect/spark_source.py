@@ -11,7 +11,9 @@ Options: ``table`` (``exchanges`` — default —, ``partitions``, ``anomalies``
 ``records``), ``ports``, ``keep_secrets``, ``records`` (decode records, for their
 anomalies; implied by ``table=records``), ``record_bytes``, ``max_decompressed``
 (MiB, as ``decode --max-decompressed``), ``tls_keylog`` (key log path(s),
-comma-separated), ``shards`` (tasks per capture; default one per 512 MiB),
+comma-separated), ``schemas`` (a folder of schemas by id, as ``decode --schemas``: record keys
+and values decoded), ``schema_registry`` (a registry URL), ``validate_json``, ``shards`` (tasks per
+capture; default one per 512 MiB),
 ``rotated`` (default true: files that continue one another, as ``tcpdump -C/-G``
 writes them, are one capture read in order by one task; false: each file alone).
 The schema is the dataset's (:mod:`kdissect.tables`) and the rows are those
@@ -72,9 +74,13 @@ def decode_options(options: dict[str, str]) -> DecodeOptions:
     extra = {"max_decompressed": int(mib) << 20} if mib else {}
     keylogs = [p for p in options.get("tls_keylog", "").split(",") if p]
     rotated = _flag(options, "rotated") if "rotated" in options else True
+    payload = {"schemas": options.get("schemas") or None, "schema_registry": options.get("schema_registry") or None,
+               "validate_json": _flag(options, "validate_json")}
+    decoding = bool(payload["schemas"] or payload["schema_registry"] or payload["validate_json"])
     return DecodeOptions(ports=ports_option(options.get("ports")), keep_secrets=_flag(options, "keep_secrets"),
-                         records=table == "records" or record_bytes or _flag(options, "records"),
-                         record_bytes=record_bytes, tls_keylog=keylog_files(keylogs), rotated=rotated, **extra)
+                         records=table == "records" or record_bytes or _flag(options, "records") or decoding,
+                         record_bytes=record_bytes, tls_keylog=keylog_files(keylogs), rotated=rotated, **payload,
+                         **extra)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +107,9 @@ class KafkaPcapReader(DataSourceReader):
         self.table = options.get("table", "exchanges")
         spark_schema(self.table)                           # an unknown table fails here, on the driver
         self.decode = decode_options(options)
+        if self.decode.records:
+            from kdissect.payload_columns import check_options
+            check_options(self.decode)                   # a bad schemas folder fails here, on the driver
         path = options.get("path")
         if not path:
             raise KdissectError("kafka-pcap: give the captures to load(): a file, a directory or a glob")

@@ -90,6 +90,15 @@ SPEC: dict[str, tuple[tuple[str, str, bool], ...]] = {
         ("producer_epoch", "int16", True),
         ("transactional", "bool", False),
         ("control", "bool", False),
+        # Record payloads (kdissect.payload_columns): framing always, decoded JSON with schemas.
+        ("key_schema_id", "int32", True),
+        ("value_schema_id", "int32", True),
+        ("key_schema_guid", "string", True),
+        ("value_schema_guid", "string", True),
+        ("key_format", "string", True),
+        ("value_format", "string", True),
+        ("key_decoded", "string", True),
+        ("value_decoded", "string", True),
     ),
     "anomalies": (
         ("capture", "string", False),

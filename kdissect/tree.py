@@ -12,6 +12,7 @@ from dissector.v07.messages import Message07, MessageSetSummary, decode_message_
 
 _INDENT = "    "
 _MAX_TEXT = 120   # longest rendering of one bytes/string value before it is cut
+_MAX_DECODED = 2000   # longest decoded key or value (JSON) before it is cut
 
 
 def _text(value: Any) -> str:
@@ -58,7 +59,29 @@ def _records_line(s: Any) -> str:
     return ", ".join(parts)
 
 
-def _records_detail(s: Any, depth: int, out: list[str]) -> None:
+def _payload_lines(pad: str, r: Any, payloads: Any, out: list[str]) -> None:
+    """A record's key and value as their schemas decode them (``show -V --schemas``)."""
+    kh = vh = None
+    for name, hv in getattr(r, "headers", None) or ():
+        if name == "__key_schema_id":
+            kh = hv
+        elif name == "__value_schema_id":
+            vh = hv
+    for side, data, header in (("key", r.key, kh), ("value", r.value, vh)):
+        sid, guid, fmt, decoded, problem = payloads.decode(data, header)
+        if sid is None and guid is None and decoded is None and problem is None:
+            continue                             # unframed and not JSON: the bytes above say it all
+        schema = f"schema {sid}" if sid is not None else f"schema {guid}" if guid is not None else "no schema"
+        if problem is not None:
+            out.append(f"{pad}{side} ({schema}): {problem[1]}")
+            continue
+        text = decoded.decode() if decoded is not None else "not decoded"
+        if len(text) > _MAX_DECODED:
+            text = text[:_MAX_DECODED] + "..."
+        out.append(f"{pad}{side} {fmt} ({schema}): {text}")
+
+
+def _records_detail(s: Any, depth: int, out: list[str], payloads: Any = None) -> None:
     data = getattr(s, "data", None)
     if not data:
         return
@@ -81,6 +104,8 @@ def _records_detail(s: Any, depth: int, out: list[str]) -> None:
                        f"value {_text(r.value)}")
             for hk, hv in r.headers:
                 out.append(f"{pad}{_INDENT * 2}header {hk!r}: {_text(hv)}")
+            if payloads is not None:
+                _payload_lines(pad + _INDENT * 2, r, payloads, out)
     if rs.error:
         out.append(f"{pad}error: {rs.error}")
 
@@ -108,26 +133,28 @@ def _v07_detail(s: MessageSetSummary, depth: int, out: list[str]) -> None:
         out.append(f"{_INDENT * depth}error: {ms.error}")
 
 
-def _node(name: str, value: Any, depth: int, out: list[str]) -> None:
+def _node(name: str, value: Any, depth: int, out: list[str], payloads: Any = None) -> None:
     pad = _INDENT * depth
     if isinstance(value, dict):
         out.append(f"{pad}{name}")
         for k, v in value.items():
-            _node(k, v, depth + 1, out)
+            _node(k, v, depth + 1, out, payloads)
     elif isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
         out.append(f"{pad}{name}: {len(value)} item{'s' if len(value) != 1 else ''}")
         for i, v in enumerate(value):
-            _node(f"[{i}]", v, depth + 1, out)
+            _node(f"[{i}]", v, depth + 1, out, payloads)
     elif isinstance(value, list):
         out.append(f"{pad}{name}: [{', '.join(_text(v) for v in value)}]")
     elif hasattr(value, "record_count") and hasattr(value, "crc_failures"):
         out.append(f"{pad}{name}: {_records_line(value)}")
-        _records_detail(value, depth + 1, out)
+        _records_detail(value, depth + 1, out, payloads)
     else:
         out.append(f"{pad}{name}: {_text(value)}")
 
 
-def message_tree(msg: Request | Response, kind: str, api: str) -> list[str]:
+def message_tree(msg: Request | Response, kind: str, api: str, payloads: Any = None) -> list[str]:
+    """The ``-V`` lines of a message; ``payloads`` (a :class:`payloads.PayloadDecoder`): records' keys
+    and values decoded under them."""
     pad = _INDENT * 2
     if msg.protocol == "0.7":
         out = [f"{_INDENT}Kafka 0.7 {api} {kind}", f"{pad}length: {msg.size}",
@@ -150,7 +177,7 @@ def message_tree(msg: Request | Response, kind: str, api: str) -> list[str]:
         out.append(f"{pad}body: not decoded" + (f" ({len(msg.raw)} bytes kept raw)" if msg.raw else ""))
     else:
         for k, v in msg.body.items():
-            _node(k, v, 2, out)
+            _node(k, v, 2, out, payloads)
     if msg.failure is not None:
         f = msg.failure
         out.append(f"{pad}[decode stopped: {f.error} at byte {f.offset}: {f.detail}]")

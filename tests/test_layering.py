@@ -1,4 +1,4 @@
-"""The dependency arrows point one way: capture -> dissector; analysis reads Parquet only."""
+"""The dependency arrows point one way: capture -> dissector; payloads beside it; analysis reads Parquet only."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 FORBIDDEN = {
-    "dissector": {"scapy", "pyarrow", "pyspark", "pandas", "capture", "kdissect", "analysis", "cryptography"},
+    "dissector": {"scapy", "pyarrow", "pyspark", "pandas", "capture", "kdissect", "analysis", "cryptography",
+                  "payloads", "fastavro", "google", "grpc_tools", "jsonschema", "confluent_kafka"},
     "capture": {"pyarrow", "pyspark", "pandas", "kdissect", "analysis"},
-    "analysis": {"dissector", "capture", "kdissect", "scapy"},
+    "analysis": {"dissector", "capture", "kdissect", "scapy", "payloads"},
+    # Record payloads: bytes and schemas in, objects out; beside the dissector, driven by kdissect.
+    "payloads": {"dissector", "capture", "kdissect", "analysis", "scapy", "pyarrow", "pyspark", "pandas"},
 }
 
 

@@ -14,11 +14,12 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from analysis.findings import brokers, clients, consumers, groups, producer
+from analysis.findings import brokers, clients, consumers, groups, payloads, producer
 from analysis.findings.config import Config, FindingsConfigError, load
 from analysis.findings.core import COLUMNS, FINDINGS, SEVERITIES, Inputs, Rule, with_client
 
-RULES: tuple[Rule, ...] = producer.RULES + clients.RULES + consumers.RULES + groups.RULES + brokers.RULES
+RULES: tuple[Rule, ...] = (producer.RULES + clients.RULES + consumers.RULES + groups.RULES + brokers.RULES
+                           + payloads.RULES)
 BY_ID = {r.id: r for r in RULES}
 
 __all__ = ["BY_ID", "COLUMNS", "FINDINGS", "RULES", "SEVERITIES", "Config", "FindingsConfigError", "Inputs",
@@ -69,14 +70,15 @@ def from_dataset(spark: SparkSession, path: str, config: Config | None = None) -
 
     ex = dataset.read_table(spark, path, "exchanges").cache()
     parts = dataset.read_table(spark, path, "partitions").cache()
-    return findings(Inputs(ex, parts), config)
+    return findings(Inputs(ex, parts, records=dataset.read_table(spark, path, "records")), config)
 
 
 def tables(ds: Any, opts: Any) -> dict[str, DataFrame]:
     """The job interface of ``kdissect analyze``: the dataset (its ``exchanges``, ``partitions``) and options
     (``opts.findings``: a :class:`Config`, defaults when absent) in, the ``findings`` table out."""
     config = getattr(opts, "findings", None)
-    return {"findings": findings(Inputs(ds.exchanges, ds.partitions, getattr(ds, "anomalies", None)), config)}
+    return {"findings": findings(Inputs(ds.exchanges, ds.partitions, getattr(ds, "anomalies", None),
+                                        records=getattr(ds, "records", None)), config)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -43,6 +43,7 @@ class Inputs:
     # parsing every Produce body once per rule was most of the findings' cost.
     produce: DataFrame | None = None                 # producer.produce_batches(exchanges)
     partitions_with_client: DataFrame | None = None  # with_client(partitions, exchanges)
+    records: DataFrame | None = None                 # the records table (with --records; else None or empty)
 
 
 Thresholds = Mapping[str, float]

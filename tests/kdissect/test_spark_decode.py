@@ -270,3 +270,28 @@ def test_spark_decode_on_a_standalone_cluster(inputs: Path, reference: Path, tmp
                 p.wait()
         for log in logs:
             log.close()
+
+
+PAYLOADS = REPO / "samples" / "payloads"
+
+
+def test_spark_decode_and_the_data_source_decode_record_payloads(spark, tmp_path: Path) -> None:
+    """--schemas through spark-decode and the data source's ``schemas`` option: the rows decode gives;
+    and schemas learnt from _schemas records on one share reach the values of another (spark-decode)."""
+    from kdissect.spark_decode import spark_decode
+    from kdissect.spark_source import register
+    avro = PAYLOADS / "avro" / "avro.pcap"
+    options = DecodeOptions(records=True, schemas=str(PAYLOADS / "avro" / "schemas"))
+    decode_files([avro], tmp_path / "one", options)
+    spark_decode(spark, [avro], tmp_path / "spark", options, shards=2)
+    assert table_rows(tmp_path / "spark", "records") == table_rows(tmp_path / "one", "records")
+    assert all(r["value_decoded"] for r in pq.read_table(tmp_path / "spark" / "records").to_pylist())
+    register(spark)
+    df = (spark.read.format("kafka-pcap").option("table", "records")
+          .option("schemas", str(PAYLOADS / "avro" / "schemas")).load(str(avro)))
+    assert _frame_rows(df) == table_rows(tmp_path / "one", "records")
+    learnt = PAYLOADS / "schemas-topic" / "schemas-topic.pcap"
+    decode_files([learnt], tmp_path / "learnt-one", DecodeOptions(records=True))
+    spark_decode(spark, [learnt], tmp_path / "learnt-spark", DecodeOptions(records=True), shards=3)
+    assert table_rows(tmp_path / "learnt-spark", "records") == table_rows(tmp_path / "learnt-one", "records")
+    assert sorted(p.name for p in (tmp_path / "learnt-spark" / "schemas").iterdir()) == ["1.json", "2.json"]

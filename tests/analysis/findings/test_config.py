@@ -13,6 +13,7 @@ ISSUE_IDS = {
     "consumer.busy_polling", "consumer.lag_growing", "group.rebalance_storm", "group.long_rebalance",
     "group.session_timeout", "group.member_vanished", "group.poll_timeout", "broker.slow", "broker.throttling", "broker.unanswered",
     "topic.hot_partition", "client.legacy_format", "client.old_versions",
+    "topic.mixed_formats", "topic.unknown_schema", "topic.schema_changes",        # issue 31: record payloads
 }
 
 
