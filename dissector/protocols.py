@@ -8,7 +8,8 @@ what is wrong). Joined mid-stream, the earliest frame either decoder can prove
 decides. The choice is made once: a connection never changes format midway.
 
 A user can force the choice for every connection or per broker port
-(``--protocol 0.7``, ``--protocol 0.7=9092,9093``), as Wireshark's Decode As.
+(``--protocol 0.7``, ``--protocol 0.7=9092,9093``), as Wireshark's Decode As: a :class:`ProtocolChoice`,
+which the command line builds.
 
 :class:`AutoConnection` holds a connection's first bytes (bounded) until it can
 decide, then hands them to the chosen connection and steps aside: its methods
@@ -52,48 +53,6 @@ class ProtocolChoice:
     @property
     def forced(self) -> bool:
         return self.default != AUTO or bool(self.ports)
-
-
-def parse_protocol(specs: list[str] | str | None) -> ProtocolChoice:
-    """``["0.7"]``, ``["0.7=9092,9093", "0.8+=9094"]`` -> a choice; ValueError with a one-line reason."""
-    if specs is None:
-        return ProtocolChoice()
-    if isinstance(specs, str):
-        specs = [specs]
-    default = AUTO
-    ports: dict[int, str] = {}
-    for spec in specs:
-        proto, sep, plist = spec.strip().partition("=")
-        proto = proto.strip()
-        if proto == "0.8":
-            proto = KAFKA_PROTOCOL
-        if proto not in PROTOCOLS:
-            raise ValueError(f"unknown protocol {proto!r} in {spec!r} (one of {', '.join(PROTOCOLS)})")
-        if not sep:
-            default = proto
-            continue
-        from_ports = _ports(plist, spec)
-        for p in from_ports:
-            ports[p] = proto
-    return ProtocolChoice(default, tuple(sorted(ports.items())))
-
-
-def _ports(text: str, spec: str) -> list[int]:
-    out: list[int] = []
-    for part in text.replace(" ", "").split(","):
-        if not part:
-            continue
-        lo_s, dash, hi_s = part.partition("-")
-        try:
-            lo, hi = int(lo_s), int(hi_s) if dash else int(lo_s)
-        except ValueError:
-            raise ValueError(f"bad port {part!r} in {spec!r} (expected N or N-M)") from None
-        if not 1 <= lo <= hi <= 65535:
-            raise ValueError(f"bad port range {part!r} in {spec!r} (ports are 1-65535, low-high)")
-        out.extend(range(lo, hi + 1))
-    if not out:
-        raise ValueError(f"no ports in {spec!r}")
-    return out
 
 
 def open_connection(protocol: str, options: Options | None = None, *, topics: TopicRegistry | None = None,

@@ -294,15 +294,10 @@ def _version() -> str:
 def _decode(args: argparse.Namespace) -> int:
     from kdissect.decode import decode_files
     from kdissect.progress import ProgressLine
-    from kdissect.source import DecodeOptions, ports_option, protocol_option
+    from kdissect.source import DecodeOptions
     from kdissect.summary import damage_lines, format_summary
 
-    options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
-                            records=args.records or args.record_bytes or decoding(args),
-                            record_bytes=args.record_bytes,
-                            max_decompressed=args.max_decompressed << 20, tls_keylog=tuple(args.tls_keylog),
-                            protocol=protocol_option(args.protocol), rotated=not args.separate_files,
-                            **payload_args(args))
+    options = DecodeOptions.from_args(args)
     if args.own_process:
         from kdissect.arrow import claim_process
         claim_process()
@@ -327,23 +322,11 @@ def _damaged(lines: list[str], then: str) -> int:
     return EXIT_DAMAGED if lines else 0
 
 
-def decoding(args: argparse.Namespace) -> bool:
-    """Whether the payload options ask for record keys and values to be decoded (which needs --records)."""
-    return bool(getattr(args, "schemas", None) or getattr(args, "schema_registry", None)
-                or getattr(args, "validate_json", False))
-
-
-def payload_args(args: argparse.Namespace) -> dict:
-    """The payload options as DecodeOptions' fields."""
-    return {"schemas": getattr(args, "schemas", None), "schema_registry": getattr(args, "schema_registry", None),
-            "validate_json": bool(getattr(args, "validate_json", False))}
-
-
 def _show(args: argparse.Namespace) -> int:
     from kdissect.filters import MessageFilter, parse_apis
     from kdissect.inputs import captures, describe
     from kdissect.show import ShowOptions, show
-    from kdissect.source import DecodeOptions, ports_option, protocol_option
+    from kdissect.source import DecodeOptions
 
     filt = MessageFilter(
         apis=parse_apis(args.api),
@@ -359,22 +342,16 @@ def _show(args: argparse.Namespace) -> int:
                             "of one rotated capture")
     damage: list[str] = []
     show(sets[0], sys.stdout, ShowOptions(filt, args.verbose, args.absolute_time, args.count),
-         DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
-                       tls_keylog=tuple(args.tls_keylog),
-                       protocol=protocol_option(args.protocol), **payload_args(args)), damage=damage)
+         DecodeOptions.from_args(args), damage=damage)
     sys.stdout.flush()
     return _damaged(damage, "what could be read is shown")
 
 
 def _live(args: argparse.Namespace) -> int:
     from kdissect.live import LiveOptions, run_live
-    from kdissect.source import DecodeOptions, ports_option, protocol_option
+    from kdissect.source import DecodeOptions
 
-    options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
-                            records=args.records or args.record_bytes or decoding(args),
-                            record_bytes=args.record_bytes,
-                            max_decompressed=args.max_decompressed << 20, tls_keylog=tuple(args.tls_keylog),
-                            protocol=protocol_option(args.protocol), **payload_args(args))
+    options = DecodeOptions.from_args(args)
     return run_live(LiveOptions(args.interface, args.output, args.rotate, args.duration, args.count,
                                 args.keep_pcap, args.spool_max << 20), options, sys.stderr)
 

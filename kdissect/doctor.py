@@ -138,7 +138,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
     from kdissect.decode import decode_files
     from kdissect.inputs import capture_files
     from kdissect.progress import ProgressLine
-    from kdissect.source import DecodeOptions, ports_option
+    from kdissect.source import DecodeOptions
     from kdissect.summary import damage_lines
 
     try:
@@ -148,9 +148,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
     _check_outputs(args)
     files = capture_files(args.inputs)
     try:
-        from kdissect.cli import decoding, payload_args
-        options = DecodeOptions(ports=ports_option(args.ports), tls_keylog=tuple(args.tls_keylog),
-                                records=bool(getattr(args, "records", False)) or decoding(args), **payload_args(args))
+        options = DecodeOptions.from_args(args)
     except KdissectError as exc:
         raise UsageError(str(exc)) from None
     paths: dict[str, Path] = {}

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from capture import CaptureError, CaptureOptions, CaptureRun, parse_ports, read_capture
 from capture.shard import Share
 from capture.tls.keylog import check_readable
 from dissector.connection import Options
-from dissector.protocols import ProtocolChoice, parse_protocol
+from dissector.protocols import AUTO, PROTOCOLS, ProtocolChoice
+from dissector.events import KAFKA_PROTOCOL
 from dissector.records import DEFAULT_MAX_DECOMPRESSED
 from dissector.topics import TopicRegistry
 
@@ -42,6 +44,34 @@ class DecodeOptions:
                               tls_keylog=self.tls_keylog, tls_keylog_live=live, protocol=self.protocol,
                               share=share)
 
+    @classmethod
+    def from_args(cls, args: Any) -> DecodeOptions:
+        """The options a command's parsed arguments ask for, whichever of them that command has: the one place
+        ``--ports``, ``--protocol``, ``--records`` and the payload options become DecodeOptions."""
+        record_bytes = bool(getattr(args, "record_bytes", False))
+        max_mib = getattr(args, "max_decompressed", None)
+        return cls(ports=ports_option(getattr(args, "ports", None)),
+                   keep_secrets=bool(getattr(args, "keep_secrets", False)),
+                   records=bool(getattr(args, "records", False)) or record_bytes or payloads_asked(args),
+                   record_bytes=record_bytes,
+                   max_decompressed=DEFAULT_MAX_DECOMPRESSED if max_mib is None else max_mib << 20,
+                   tls_keylog=tuple(getattr(args, "tls_keylog", None) or ()),
+                   protocol=protocol_option(getattr(args, "protocol", None)),
+                   rotated=not getattr(args, "separate_files", False),
+                   **payload_args(args))
+
+
+def payloads_asked(args: Any) -> bool:
+    """Whether the payload options ask for record keys and values to be decoded (which needs --records)."""
+    return bool(getattr(args, "schemas", None) or getattr(args, "schema_registry", None)
+                or getattr(args, "validate_json", False))
+
+
+def payload_args(args: Any) -> dict[str, Any]:
+    """The payload options as DecodeOptions' fields."""
+    return {"schemas": getattr(args, "schemas", None), "schema_registry": getattr(args, "schema_registry", None),
+            "validate_json": bool(getattr(args, "validate_json", False))}
+
 
 def ports_option(spec: str | None) -> frozenset[int] | None:
     """``"9092,9093,30000-30010"`` -> ports; a bad spec is a user error."""
@@ -69,14 +99,29 @@ def check_keylogs(paths: tuple[str, ...]) -> None:
             raise UsageError(str(exc)) from None
 
 
-def protocol_option(specs: list[str] | None) -> ProtocolChoice | None:
-    """``--protocol`` values (``0.7``, ``0.7=9092,9093``) -> the choice; a bad spec is a user error."""
+def protocol_option(specs: list[str] | str | None) -> ProtocolChoice | None:
+    """``--protocol`` values (``0.7``, ``0.7=9092,9093``, ``0.8+=9094``) -> the choice; a bad spec is a user
+    error. Each value names a protocol for every connection, or for the broker ports after ``=``."""
     if not specs:
         return None
-    try:
-        return parse_protocol(specs)
-    except ValueError as exc:
-        raise UsageError(f"--protocol: {exc}") from None
+    if isinstance(specs, str):
+        specs = [specs]
+    default = AUTO
+    ports: dict[int, str] = {}
+    for spec in specs:
+        proto, sep, plist = spec.strip().partition("=")
+        proto = KAFKA_PROTOCOL if proto.strip() == "0.8" else proto.strip()
+        if proto not in PROTOCOLS:
+            raise UsageError(f"--protocol: unknown protocol {proto!r} in {spec!r} (one of {', '.join(PROTOCOLS)})")
+        if not sep:
+            default = proto
+            continue
+        try:
+            for port in parse_ports(plist):
+                ports[port] = proto
+        except ValueError as exc:
+            raise UsageError(f"--protocol: {str(exc).replace(f' in {plist!r}', f' in {spec!r}')}") from None
+    return ProtocolChoice(default, tuple(sorted(ports.items())))
 
 
 def open_capture_run(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], options: DecodeOptions, *,

@@ -168,17 +168,9 @@ def session(master: str | None, app: str = "kdissect spark-decode") -> Any:
 def run(args: Any, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     """The command, from ``kdissect spark-decode``'s parsed arguments."""
     from kdissect.errors import EXIT_DAMAGED
-    from kdissect.source import ports_option, protocol_option
     from kdissect.summary import damage_lines, format_summary
 
-    from kdissect.cli import decoding, payload_args
-
-    options = DecodeOptions(ports=ports_option(args.ports), keep_secrets=args.keep_secrets,
-                            records=args.records or args.record_bytes or decoding(args),
-                            record_bytes=args.record_bytes,
-                            max_decompressed=args.max_decompressed << 20, tls_keylog=tuple(args.tls_keylog),
-                            protocol=protocol_option(args.protocol), rotated=not args.separate_files,
-                            **payload_args(args))
+    options = DecodeOptions.from_args(args)
     try:
         import pyspark  # noqa: F401
     except ModuleNotFoundError:

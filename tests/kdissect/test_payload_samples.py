@@ -294,10 +294,12 @@ def test_jobs_learn_schemas_across_shares_as_one_process_does(tmp_path: Path, jo
     ["doctor", "x.pcap", "--schemas", "s/"],
 ])
 def test_every_command_takes_the_payload_options_and_they_imply_records(argv) -> None:
-    from kdissect.cli import build_parser, decoding, payload_args
+    from kdissect.cli import build_parser
+    from kdissect.source import DecodeOptions
     args = build_parser(argv[0]).parse_args(argv)
-    assert decoding(args) and not getattr(args, "records", False)
-    assert payload_args(args)["schemas"] in ("s/", None)
+    options = DecodeOptions.from_args(args)
+    assert options.records and not getattr(args, "records", False)
+    assert options.schemas in ("s/", None) and (options.schemas or options.schema_registry)
 
 
 def test_a_missing_codec_library_is_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
