@@ -142,8 +142,11 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
     out = prepare_outdir(outdir, TABLES if options.records else TABLES[:3])
     result = DecodeResult(out, rotated=[c for c in sets if len(c) > 1])
     start = time.monotonic()
-    if jobs > 1 and (len(sets) > 1 or _split(sets[0], jobs, min_share_bytes)):
-        _decode_parallel(sets, out, options, progress, jobs, min_share_bytes, result, start)
+    # Worked out once: how many shares each capture is split into (1 everywhere: decoded in this process).
+    shares = [capture_shares(c, jobs, MIN_SHARE_BYTES if min_share_bytes is None else min_share_bytes)
+              for c in (sets if len(sets) > 1 else sets[:1])] if jobs > 1 else [1]
+    if len(sets) > 1 or shares[0] > 1:
+        _decode_parallel(sets, out, options, progress, jobs, shares, result, start)
         result.elapsed = time.monotonic() - start
         return result
     for i, capture in enumerate(sets, 1):
@@ -179,11 +182,6 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
             tick()
     result.elapsed = time.monotonic() - start
     return result
-
-
-def _split(capture: Capture, jobs: int, min_share_bytes: int | None) -> bool:
-    """Whether one capture is worth splitting among workers (else it is decoded in this process)."""
-    return capture_shares(capture, jobs, MIN_SHARE_BYTES if min_share_bytes is None else min_share_bytes) > 1
 
 
 def capture_shares(capture: Capture, jobs: int, min_share_bytes: int = MIN_SHARE_BYTES) -> int:
@@ -244,7 +242,7 @@ def capture_size(capture: Capture) -> int | None:
 
 
 def _decode_parallel(sets: list[Capture], out: Path, options: DecodeOptions, progress: ProgressFn | None, jobs: int,
-                     min_share_bytes: int | None, result: DecodeResult, start: float) -> None:
+                     shares: list[int], result: DecodeResult, start: float) -> None:
     from kdissect.parallel import ShareResult, decode_parallel
 
     def on_capture(i: int, results: list[ShareResult], files: list[Path]) -> None:
@@ -266,6 +264,4 @@ def _decode_parallel(sets: list[Capture], out: Path, options: DecodeOptions, pro
                           capture_size(sets[i]), packets,
                           result.counts.exchanges + exchanges, time.monotonic() - start))
 
-    decode_parallel(sets, out, options, jobs,
-                    min_share_bytes=MIN_SHARE_BYTES if min_share_bytes is None else min_share_bytes,
-                    on_capture=on_capture, on_progress=on_progress if progress is not None else None)
+    decode_parallel(sets, out, options, jobs, shares=shares, on_capture=on_capture, on_progress=on_progress if progress is not None else None)

@@ -345,12 +345,13 @@ ProgressFn = Callable[[int, int, int, int, int], None]   # capture index, shares
 
 
 def decode_parallel(captures: list[Capture], outdir: Path, options: DecodeOptions, jobs: int,
-                    *, min_share_bytes: int = MIN_SHARE_BYTES,
+                    *, min_share_bytes: int = MIN_SHARE_BYTES, shares: list[int] | None = None,
                     on_capture: Callable[[int, list[ShareResult], list[Path]], None] | None = None,
                     on_progress: ProgressFn | None = None) -> None:
     """Decode ``captures`` into ``outdir`` with up to ``jobs`` worker processes.
 
-    Each capture is split into :func:`~kdissect.decode.capture_shares` shares; a capture's files appear
+    Each capture is split into ``shares[i]`` shares, or :func:`~kdissect.decode.capture_shares`'s when that is
+    not given; a capture's files appear
     when all its shares are done (``on_capture(index, results, files)``, in input
     order). If a worker fails, the others are stopped, nothing more is made
     visible, and :class:`KdissectError` says which capture and share failed.
@@ -363,7 +364,7 @@ def decode_parallel(captures: list[Capture], outdir: Path, options: DecodeOption
     ctx = get_context("fork")
     tasks: list[_Task] = []
     for i, c in enumerate(captures):
-        n = capture_shares(c, jobs, min_share_bytes)
+        n = shares[i] if shares is not None else capture_shares(c, jobs, min_share_bytes)
         stem = file_stem(c[0])
         tasks += [_Task(i, c, Share(k, n), stem) for k in range(n)]
     shares_per = [sum(1 for t in tasks if t.capture_index == i) for i in range(len(captures))]
