@@ -6,7 +6,7 @@ those modules as they are removes most of the interpreter's dispatch cost withou
 implementation: the ``.py`` files stay the only source, and the fallback when there is no
 compiler (or with ``KDISSECT_PURE=1``, see ``dissector/compiled.py``) is the same code.
 
-A ``.pxd`` file beside a module (``dissector/events.pxd``, ``kdissect/rows.pxd``, ...) tells Cython,
+A ``.pxd`` file beside a module (``dissector/events.pxd``, ``kdissect/dataset/rows.pxd``, ...) tells Cython,
 and only Cython, that some of its classes are extension types and of what type a few locals and
 attributes are. Their fields are then read from C structs, not looked up by name, and calls between
 their methods are C calls: attribute look-ups were the largest single cost left per exchange. The
@@ -37,8 +37,8 @@ HOT_MODULES = [
     "dissector/legacy.py", "dissector/protocols.py", "dissector/records.py", "dissector/redact.py",
     "dissector/schema/_decoders.py", "dissector/topics.py", "dissector/views.py", "dissector/v07/connection.py",
     "dissector/v07/messages.py", "dissector/v07/wire.py", "dissector/v07/views.py",
-    "kdissect/bodies.py", "kdissect/columns.py", "kdissect/dataset.py", "kdissect/decode.py",
-    "kdissect/payload_columns.py", "kdissect/rows.py",
+    "kdissect/dataset/bodies.py", "kdissect/dataset/columns.py", "kdissect/dataset/writer.py", "kdissect/run/decode.py",
+    "kdissect/dataset/payload_columns.py", "kdissect/dataset/rows.py",
 ]
 
 # Python semantics exactly: annotations are not C types (a Counter stays a valid dict argument),

@@ -4,7 +4,7 @@
 Parquet directories (timestamps UTC, microseconds). The schemas below are the
 columns the jobs rely on and the types they read them as (integers at least
 as wide as the writer's, which Spark's Parquet reader widens to); the writer's
-own schema stays in ``kdissect/tables.py``. Before reading, every local file's
+own schema stays in ``kdissect/dataset/tables.py``. Before reading, every local file's
 footer is checked for those columns, so a dataset from an older kdissect, an
 empty one, or a directory that is not a dataset is one clear message
 (:class:`~analysis.exceptions.DatasetError`) instead of a Spark stack trace or

@@ -48,10 +48,10 @@ PARTS = [
     ("  dissector (Connection.feed)", _method("dissector.connection", "Connection", "feed")),
     ("    generated body decoders", _method("dissector.decoders", "Decoders", "decode")),
     ("    record batch summary", r"__pyx_pw_9dissector_7records_\d+summarize "),
-    ("rows and writer (CaptureWriter.event)", _method("kdissect.dataset", "CaptureWriter", "event")),
-    ("  RowBuilder.exchange", _method("kdissect.rows", "RowBuilder", "exchange")),
+    ("rows and writer (CaptureWriter.event)", _method("kdissect.dataset.writer", "CaptureWriter", "event")),
+    ("  RowBuilder.exchange", _method("kdissect.dataset.rows", "RowBuilder", "exchange")),
     ("    JSON bodies (orjson)", r"\?\?\?:dumps "),
-    ("    RowBuilder._partitions", _method("kdissect.rows", "RowBuilder", "_partitions")),
+    ("    RowBuilder._partitions", _method("kdissect.dataset.rows", "RowBuilder", "_partitions")),
     ("  Arrow conversion", r"__pyx_pw_8kdissect_7columns_\d+to_arrow "),
     ("  Parquet write_table", r"ParquetWriter_\d+write_table"),
 ]

@@ -5,7 +5,7 @@
 
 For each ``samples/tls/X.pcap`` (key log ``X.keys``) and ``X.pcapng`` (keys in
 its Decryption Secrets Blocks, no option), runs ``kdissect compare``'s engine
-(:func:`kdissect.compare.run_compare`) with the given tshark, and the same on
+(:func:`kdissect.commands.compare.run_compare`) with the given tshark, and the same on
 the plaintext hop ``X.plain.pcap`` as the reference: the TLS hop should agree
 with Wireshark exactly where the plaintext hop does. ``-v`` prints every
 message that differs.
@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kdissect.compare import run_compare  # noqa: E402
+from kdissect.commands.compare import run_compare  # noqa: E402
 
 _DIFFER = re.compile(r"^differ  frame \d+ \S+ (.*)$")      # the message without frame and connection
 _SUMMARY = re.compile(r"^(messages compared|agreeing|disagreeing|only kdissect|only wireshark)\s+(\d+)(.*)$")

@@ -277,7 +277,7 @@ class _Writer:
 
 
 class CodeCache(Protocol):
-    """Where compiled decoders are kept between runs: opaque bytes by key (see kdissect.codecache)."""
+    """Where compiled decoders are kept between runs: opaque bytes by key (see kdissect.run.codecache)."""
 
     def load(self, key: str) -> bytes | None: ...
     def store(self, key: str, data: bytes) -> None: ...

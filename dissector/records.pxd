@@ -94,7 +94,7 @@ cdef class RecordSet:
 cdef extern from *:
     """
     /* RecordsSummary.to_dict() as compact JSON, byte for byte what orjson writes for that dict
-       (kdissect.bodies embeds it as an orjson.Fragment): every exchange with records writes one,
+       (kdissect.dataset.bodies embeds it as an orjson.Fragment): every exchange with records writes one,
        and building the 22-key dict for orjson cost more than the rest of the summary (issue #8).
        Takes to_dict's values in its order; returns None (so the caller builds the dict) for any
        value it does not write the same way: not an exact int / bool / None where one is expected,

@@ -1,6 +1,6 @@
 """kdissect: decode Kafka traffic captures into a Parquet dataset for Spark.
 
-The command line is :mod:`kdissect.cli` (``kdissect --help``). From Python::
+The command line is :mod:`kdissect.commands.cli` (``kdissect --help``). From Python::
 
     import kdissect
     for item in kdissect.read_pcap("capture.pcap"):       # CapturedExchange
@@ -23,19 +23,19 @@ import dissector  # noqa: F401  (first: installs the KDISSECT_PURE switch, see d
 _WHERE = {
     "CapturedExchange": "kdissect.api", "exchanges_frame": "kdissect.api", "exchanges_table": "kdissect.api",
     "read_pcap": "kdissect.api",
-    "DecodeResult": "kdissect.decode", "write_dataset": "kdissect.decode",
+    "DecodeResult": "kdissect.run.decode", "write_dataset": "kdissect.run.decode",
     "KdissectError": "kdissect.errors",
-    "DecodeOptions": "kdissect.source",
-    "ANOMALIES": "kdissect.tables", "EXCHANGES": "kdissect.tables", "PARTITIONS": "kdissect.tables",
-    "RECORDS": "kdissect.tables", "SCHEMAS": "kdissect.tables",
+    "DecodeOptions": "kdissect.run.source",
+    "ANOMALIES": "kdissect.dataset.tables", "EXCHANGES": "kdissect.dataset.tables", "PARTITIONS": "kdissect.dataset.tables",
+    "RECORDS": "kdissect.dataset.tables", "SCHEMAS": "kdissect.dataset.tables",
 }
 
 if TYPE_CHECKING:
     from kdissect.api import CapturedExchange, exchanges_frame, exchanges_table, read_pcap
-    from kdissect.decode import DecodeResult, write_dataset
+    from kdissect.run.decode import DecodeResult, write_dataset
     from kdissect.errors import KdissectError
-    from kdissect.source import DecodeOptions
-    from kdissect.tables import ANOMALIES, EXCHANGES, PARTITIONS, RECORDS, SCHEMAS
+    from kdissect.run.source import DecodeOptions
+    from kdissect.dataset.tables import ANOMALIES, EXCHANGES, PARTITIONS, RECORDS, SCHEMAS
 
 __all__ = [
     "ANOMALIES", "CapturedExchange", "DecodeOptions", "DecodeResult", "EXCHANGES", "KdissectError",

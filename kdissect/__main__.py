@@ -2,6 +2,6 @@
 
 import sys
 
-from kdissect.cli import run
+from kdissect.commands.cli import run
 
 sys.exit(run())

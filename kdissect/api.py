@@ -12,9 +12,9 @@ import pyarrow as pa
 from capture import ConnectionInfo
 from dissector.events import Exchange
 
-from kdissect.rows import exchange_row
-from kdissect.source import DecodeOptions, keylog_files, open_capture_run, ports_option
-from kdissect.tables import EXCHANGES
+from kdissect.dataset.rows import exchange_row
+from kdissect.run.source import DecodeOptions, keylog_files, open_capture_run, ports_option
+from kdissect.dataset.tables import EXCHANGES
 
 if TYPE_CHECKING:
     import pandas

@@ -44,3 +44,41 @@ def test_tls_layer_does_not_import_the_dissector():
     offenders = {str(p.relative_to(ROOT)): sorted(imported_roots(p) & {"dissector", "scapy"})
                  for p in sorted((ROOT / "capture" / "tls").rglob("*.py"))}
     assert not {k: v for k, v in offenders.items() if v}
+
+
+# kdissect's stages, each allowed to use only those below it: dataset (rows, columns, Parquet) at the
+# bottom, then run (options, inputs, decoding in one process or many, live), then spark, then commands.
+STAGES = ("dataset", "run", "spark", "commands")
+# spark-submit runs kdissect/spark/decode.py as a script; its main() is `kdissect spark-decode`.
+STAGE_EXCEPTIONS = {("kdissect/spark/decode.py", "commands")}
+
+
+def imported_modules(path: Path) -> set[str]:
+    mods = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            mods |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            mods.add(node.module)
+            mods |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return mods
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_kdissect_stages_import_only_the_stages_below(stage):
+    above = set(STAGES[STAGES.index(stage) + 1:])
+    offenders = {}
+    for path in sorted((ROOT / "kdissect" / stage).rglob("*.py")):
+        rel = str(path.relative_to(ROOT))
+        bad = {m.split(".")[1] for m in imported_modules(path)
+               if m.startswith("kdissect.") and m.split(".")[1] in above} - {s for f, s in STAGE_EXCEPTIONS if f == rel}
+        if bad:
+            offenders[rel] = sorted(bad)
+    assert not offenders
+
+
+def test_kdissect_is_split_into_its_stages():
+    # Flat modules left at the top are the package's face only: the API, errors and the entry point.
+    top = {p.name for p in (ROOT / "kdissect").glob("*.py")}
+    assert top == {"__init__.py", "__main__.py", "api.py", "errors.py"}
+    assert all((ROOT / "kdissect" / s / "__init__.py").is_file() for s in STAGES)

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis.live_latency import api_latency, exchanges_stream
-from kdissect.decode import decode_files
-from kdissect.source import DecodeOptions
+from kdissect.run.decode import decode_files
+from kdissect.run.source import DecodeOptions
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """The generated body decoders' code cache (dissector.decoders.CodeCache).
 
 What the cached code decodes is held to the real samples in
-tests/kdissect/test_codecache.py; here, the cache's own rules: keyed by source,
+tests/kdissect/run/test_codecache.py; here, the cache's own rules: keyed by source,
 read back instead of compiled, and anything unreadable compiled again.
 """
 

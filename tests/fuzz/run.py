@@ -47,7 +47,7 @@ def instrument() -> None:
     with atheris.instrument_imports(include=["capture", "dissector", "kdissect"]):
         import capture.pipeline  # noqa: F401  (instrumented before the targets import them)
         import dissector.connection  # noqa: F401
-        import kdissect.dataset  # noqa: F401
+        import kdissect.dataset.writer  # noqa: F401
 
 
 def _child(target: str, corpus: Path, workdir: Path, runs: int, seconds: int, max_len: int) -> None:

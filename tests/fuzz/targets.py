@@ -257,9 +257,9 @@ def dataset_writer(data: bytes) -> None:
     writing four Parquet files spends its time in pyarrow's encoder (about 13 ms, 70 inputs per
     second under instrumentation), which every decode test exercises anyway. Rows a large input
     made the writer flush mid-way are written for real, under a temporary directory."""
-    from kdissect.dataset import CaptureWriter, prepare_outdir
-    from kdissect.rows import RowOptions
-    from kdissect.tables import SCHEMAS
+    from kdissect.dataset.writer import CaptureWriter, prepare_outdir
+    from kdissect.dataset.rows import RowOptions
+    from kdissect.dataset.tables import SCHEMAS
 
     events = run_connection(data)
     with tempfile.TemporaryDirectory(dir=_TMP) as tmp:

@@ -46,8 +46,8 @@ def test_every_target_survives_a_short_fuzzing_run(tmp_path: Path) -> None:
 _INSTRUMENTED = """
 from tests.fuzz.run import instrument
 instrument()
-import capture.pipeline, dissector.connection, kdissect.rows
-for fn in (capture.pipeline.Pipeline.run, dissector.connection.Connection.feed, kdissect.rows.RowBuilder.exchange):
+import capture.pipeline, dissector.connection, kdissect.dataset.rows
+for fn in (capture.pipeline.Pipeline.run, dissector.connection.Connection.feed, kdissect.dataset.rows.RowBuilder.exchange):
     assert "__ATHERIS_INSTRUMENTED__" in fn.__code__.co_consts, fn.__qualname__
 """
 

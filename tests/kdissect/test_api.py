@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 import kdissect
-from kdissect.tables import EXCHANGES
+from kdissect.dataset.tables import EXCHANGES
 
-from .conftest import public
+from tests.kdissect.conftest import public
 
 
 def test_read_pcap_yields_typed_exchanges() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dissector import compiled
-from tests.kdissect.test_parallel import rows
+from tests.kdissect.run.test_parallel import rows
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"
@@ -48,7 +48,7 @@ def _run(code: str, *, pure: bool) -> str:
 
 
 _LOADED = """
-import json, capture.pipeline, kdissect.decode, kdissect.dataset, dissector.v07.connection, capture.tlsflow
+import json, capture.pipeline, kdissect.run.decode, kdissect.dataset.writer, dissector.v07.connection, capture.tlsflow
 from dissector import compiled
 print(json.dumps(compiled.compiled_modules()))
 """
@@ -58,7 +58,7 @@ def test_every_hot_module_is_compiled() -> None:
     _require_compiled()
     assert compiled.available() == sorted(hot_modules())
     loaded = json.loads(_run(_LOADED, pure=False))
-    assert {"capture.pipeline", "dissector.connection", "kdissect.rows", "dissector.v07.connection"} <= set(loaded)
+    assert {"capture.pipeline", "dissector.connection", "kdissect.dataset.rows", "dissector.v07.connection"} <= set(loaded)
     assert set(loaded) <= set(hot_modules())
 
 
@@ -67,7 +67,7 @@ def test_kdissect_pure_loads_only_python_sources() -> None:
     assert json.loads(_run(_LOADED, pure=True)) == []
 
 
-_VERSION = "import sys; from kdissect.cli import main; sys.argv = ['kdissect', '--version']; main()"
+_VERSION = "import sys; from kdissect.commands.cli import main; sys.argv = ['kdissect', '--version']; main()"
 
 
 def test_version_says_which_build_runs() -> None:
@@ -93,7 +93,8 @@ _TYPES = """
 import json
 from dissector import events, records, decoders, framing
 from capture import flows, pipeline, reassembly
-from kdissect import rows, dataset
+from kdissect.dataset import rows
+from kdissect.dataset import writer as dataset
 HEAP = 1 << 9
 classes = [events.Request, events.Response, events.Exchange, events.Anomaly, events.DecodeFailure,
            records.RecordsSummary, decoders.Decoded, framing.RequestHeader, pipeline.CaptureEvent,

@@ -10,7 +10,7 @@ import pytest
 
 import kdissect
 
-from .conftest import SAMPLES, read_table
+from tests.kdissect.conftest import SAMPLES, read_table
 
 FOLDER = SAMPLES / "findings"
 EXPECTED = sorted(FOLDER.glob("*.expected.json"))

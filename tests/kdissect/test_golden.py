@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .golden import decode_sample, golden_path, sample_pcaps
+from tests.kdissect.golden import decode_sample, golden_path, sample_pcaps
 
 PCAPS = sample_pcaps()
 

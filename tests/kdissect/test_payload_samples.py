@@ -16,7 +16,7 @@ import pyarrow.dataset as ds
 import pytest
 
 import kdissect
-from kdissect.cli import main
+from kdissect.commands.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples" / "payloads"
@@ -274,8 +274,8 @@ def test_show_verbose_prints_decoded_values(tmp_path: Path, capsys) -> None:
 
 @pytest.mark.parametrize("jobs", [2, 3])
 def test_jobs_learn_schemas_across_shares_as_one_process_does(tmp_path: Path, jobs: int) -> None:
-    from kdissect.decode import decode_files
-    from kdissect.source import DecodeOptions
+    from kdissect.run.decode import decode_files
+    from kdissect.run.source import DecodeOptions
     pcap, _schemas, _truth = sample("schemas-topic")
     options = DecodeOptions(records=True)
     decode_files([pcap], tmp_path / "one", options, jobs=1)
@@ -294,8 +294,8 @@ def test_jobs_learn_schemas_across_shares_as_one_process_does(tmp_path: Path, jo
     ["doctor", "x.pcap", "--schemas", "s/"],
 ])
 def test_every_command_takes_the_payload_options_and_they_imply_records(argv) -> None:
-    from kdissect.cli import build_parser
-    from kdissect.source import DecodeOptions
+    from kdissect.commands.cli import build_parser
+    from kdissect.run.source import DecodeOptions
     args = build_parser(argv[0]).parse_args(argv)
     options = DecodeOptions.from_args(args)
     assert options.records and not getattr(args, "records", False)

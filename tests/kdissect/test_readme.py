@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from tests.kdissect.conftest import REPO
 
 
 def test_python_api_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 import kdissect
 
-from .conftest import SAMPLES, read_table
+from tests.kdissect.conftest import SAMPLES, read_table
 
 EXPECTED = sorted(SAMPLES.glob("*.expected.json"))
 pytestmark = pytest.mark.skipif(not EXPECTED, reason="no recorded samples yet")

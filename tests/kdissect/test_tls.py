@@ -18,8 +18,8 @@ import pytest
 
 import kdissect
 
-from .conftest import SAMPLES, read_table
-from .test_samples import _delivered
+from tests.kdissect.conftest import SAMPLES, read_table
+from tests.kdissect.test_samples import _delivered
 
 TLS = SAMPLES / "tls"
 EXPECTED = sorted(TLS.glob("*.expected.json"))
@@ -174,8 +174,8 @@ def test_live_follows_a_key_log_the_clients_are_writing(tmp_path: Path) -> None:
 
 
 def test_parallel_decode_decrypts_each_share(tmp_path: Path) -> None:
-    from kdissect.decode import decode_files
-    from kdissect.source import DecodeOptions
+    from kdissect.run.decode import decode_files
+    from kdissect.run.source import DecodeOptions
     options = DecodeOptions(tls_keylog=(str(TLS / "tls13.keys"),))
     one = decode_files([TLS / "tls13.pcap"], tmp_path / "one", options)
     two = decode_files([TLS / "tls13.pcap"], tmp_path / "two", options, jobs=2, min_share_bytes=0)

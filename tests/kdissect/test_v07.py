@@ -8,9 +8,9 @@ from pathlib import Path
 import pyarrow.dataset as ds
 
 from kdissect import write_dataset
-from kdissect.decode import decode_files
-from kdissect.show import ShowOptions, show
-from kdissect.source import DecodeOptions, protocol_option
+from kdissect.run.decode import decode_files
+from kdissect.commands.show import ShowOptions, show
+from kdissect.run.source import DecodeOptions, protocol_option
 from tests.capture.pcaptools import Conversation, read_records, write_pcap
 from tests.dissector.v07.build import (
     fetch,
@@ -26,7 +26,7 @@ from tests.dissector.v07.build import (
     snappy_wrapper,
 )
 
-from .golden import COLUMNS, SAMPLES, render
+from tests.kdissect.golden import COLUMNS, SAMPLES, render
 
 SET = message(b"hello") + message(b"world!")
 BROKER = ("10.7.0.2", 9092)
@@ -134,7 +134,7 @@ def test_protocol_forcing_by_port(tmp_path):
 
 
 def test_cli_protocol_option(tmp_path, capsys):
-    from kdissect.cli import main
+    from kdissect.commands.cli import main
 
     pcap = write_pcap(tmp_path / "v07.pcap", 1, every_request_type().records)
     assert main(["show", str(pcap), "--protocol", "0.7=9092", "-c", "2"]) == 0
@@ -146,7 +146,7 @@ def test_cli_protocol_option(tmp_path, capsys):
 
 
 def test_show_api_filter_on_0_7_names(tmp_path):
-    from kdissect.filters import MessageFilter, parse_apis
+    from kdissect.commands.filters import MessageFilter, parse_apis
 
     pcap = write_pcap(tmp_path / "v07.pcap", 1, every_request_type().records)
 

@@ -9,8 +9,8 @@ import pytest
 
 from kdissect import write_dataset
 
-from .conftest import SAMPLES, read_table
-from .golden import render
+from tests.kdissect.conftest import SAMPLES, read_table
+from tests.kdissect.golden import render
 
 V07 = SAMPLES / "v07"
 EXPECTED = json.loads((V07 / "clients.expected.json").read_text())

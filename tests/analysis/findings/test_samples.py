@@ -14,7 +14,7 @@ import pytest
 import kdissect
 from analysis import dataset
 from analysis.findings import Inputs, findings
-from kdissect.cli import main as kdissect_main
+from kdissect.commands.cli import main as kdissect_main
 
 pytestmark = pytest.mark.slow
 

@@ -1,0 +1,1 @@
+"""The `kdissect` command line: one module per command, and what they print."""

@@ -1,0 +1,462 @@
+"""The ``kdissect`` command: argument parsing, and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+from typing import NoReturn
+from collections.abc import Sequence
+
+from capture import CaptureError
+
+from kdissect.errors import (
+    EXIT_DAMAGED,
+    EXIT_DOCTOR_FAILED,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    DamagedInput,
+    KdissectError,
+    UsageError,
+)
+
+EXIT_INTERRUPTED = 130   # the others: kdissect.errors (the README's exit codes)
+
+MAIN_HELP = """\
+Decode Apache Kafka traffic from packet captures into a Parquet dataset that
+Spark, pandas and DuckDB read as it is.
+
+Start here:
+  kdissect doctor traffic.pcap                what is wrong, worst first (decode + analyze)
+  kdissect decode traffic.pcap -o out/        capture file(s) -> Parquet dataset
+  kdissect spark-decode caps/ -o out/         the same, as Spark tasks (local or a cluster)
+  kdissect show traffic.pcap --api Produce    one line per Kafka message, like tshark
+  kdissect live -i eth0 -o out/ --rotate 60   sniff an interface into the dataset
+  kdissect analyze out/ --report report.html  Spark analysis of the dataset, with a report
+  kdissect protocol                           which api keys and versions are decoded
+
+Run 'kdissect COMMAND --help' for each command's options.
+"""
+
+DECODE_HELP = """\
+Writes OUTDIR/exchanges/, OUTDIR/partitions/, OUTDIR/anomalies/ (and with
+--records OUTDIR/records/): one Parquet file per table per capture, named from
+the capture's file name and a hash of its path. Decoding the same capture again
+replaces its files; other captures' files are left alone.
+
+Rotated captures (tcpdump -C/-G, dumpcap ring buffers, editcap -c, kdissect
+live --keep-pcap) are decoded as one capture, so exchanges cut by a rotation
+still pair: files of one directory whose names differ only in their numbers,
+with one link type, each starting within 10 s after the previous one ends. The
+set is named after its first file. --separate-files decodes every file alone.
+
+examples:
+  kdissect decode traffic.pcapng -o out/
+  kdissect decode captures/ -o out/ --ports 9092,9093 --records
+  python -c "import pyarrow.dataset as ds; print(ds.dataset('out/exchanges').to_table().num_rows)"
+"""
+
+SHOW_HELP = """\
+Each line: number, time, client -> broker (request) or client <- broker
+(response), api and version, correlation id, client id or error name, latency
+of responses, and the topic[partitions] the message touches. Filters combine
+with AND; --errors and --slower-than select responses only.
+
+examples:
+  kdissect show traffic.pcap
+  kdissect show traffic.pcap --api Produce,Fetch --topic orders
+  kdissect show traffic.pcap --errors
+  kdissect show traffic.pcap --slower-than 50 -V
+  kdissect show rotated/ --errors          # tcpdump -C/-G files of one capture, read as one
+"""
+
+LIVE_HELP = """\
+Captures Kafka traffic from a network interface into the same dataset as
+'decode'. A capture process spools packets to OUTDIR/.spool/ (pcapng) and the
+decoder follows it, so slow decoding costs delay, not packets. Every --rotate
+seconds the current files are closed and become visible
+(OUTDIR/<table>/live-<iface>-<start>-<run id>-<n>.parquet), so Spark can read
+the dataset while the capture runs; an interval without traffic writes no file.
+Stops after --duration seconds, --count packets, Ctrl-C or SIGTERM: what is
+queued is read and decoded and the last files are written (exit 0). Interface
+gone: the same, then exit 1. A second Ctrl-C stops decoding at once. Needs
+root or CAP_NET_RAW.
+
+examples:
+  sudo kdissect live -i eth0 -o out/ --rotate 60
+  sudo kdissect live -i lo --ports 9092 -o out/ --duration 300 --keep-pcap
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad command line in one line instead of usage + error."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: {message} (see '{self.prog} --help')\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _positive(kind: type) -> object:
+    def parse(text: str) -> object:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a finite number greater than 0, got {text!r}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _at_least(kind: type, minimum: float) -> object:
+    positive = _positive(kind)
+
+    def parse(text: str) -> object:
+        value = positive(text)  # type: ignore[operator]
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum:g}, got {text!r}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _common(p: argparse.ArgumentParser, records: bool) -> None:
+    p.add_argument("--ports", metavar="LIST",
+                   help="Kafka ports, e.g. 9092,9093 or 9092-9094 (default: detect Kafka on any port)")
+    p.add_argument("--protocol", action="append", metavar="PROTO[=PORTS]",
+                   help="decode as Kafka 0.7 or 0.8+ instead of detecting it per connection, for every "
+                        "connection or only those to PORTS (like Wireshark's Decode As), e.g. 0.7 or "
+                        "0.7=9092,9093; repeatable")
+    p.add_argument("--keep-secrets", action="store_true",
+                   help="keep SASL tokens and credentials in the output (redacted by default)")
+    _tls_keylog(p)
+    if records:
+        p.add_argument("--records", action="store_true",
+                       help="also write OUTDIR/records/: one row per Kafka record")
+        p.add_argument("--record-bytes", action="store_true",
+                       help="put record key and value bytes in the records table (implies --records)")
+        p.add_argument("--max-decompressed", type=int, default=64, metavar="MIB",
+                       help="stop decompressing a records field past this many MiB, reported as an anomaly "
+                            "(a guard against decompression bombs; default 64)")
+    _payload_options(p, records)
+
+
+def _payload_options(p: argparse.ArgumentParser, records: bool = True) -> None:
+    implies = " (implies --records)" if records else ""
+    p.add_argument("--schemas", metavar="DIR",
+                   help="decode record keys and values with the schemas in DIR: the registry's JSON saved as "
+                        "{id}.json (curl REGISTRY/schemas/ids/{id}), or {id}.avsc, {id}.proto, "
+                        f"{{id}}.schema.json{implies}")
+    p.add_argument("--schema-registry", metavar="URL",
+                   help="fetch the schemas of the ids seen from this Schema Registry, cached in "
+                        f"OUTDIR/schemas/{implies}")
+    p.add_argument("--validate-json", action="store_true",
+                   help=f"check JSON Schema values against their schema (needs jsonschema){implies}")
+
+
+def _separate_files(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--separate-files", action="store_true",
+                   help="decode every file as its own capture, even files that continue one another "
+                        "(rotated captures are joined by default)")
+
+
+def _tls_keylog(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tls-keylog", action="append", default=[], metavar="FILE",
+                   help="decrypt TLS with the session keys in this NSS key log file (SSLKEYLOGFILE format); "
+                        "repeatable; keys embedded in a pcapng file are used without it")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line. ``command``: the one about to run, whose options alone are needed; the
+    others' are left out when they cost imports (doctor's and analyze's: ~7 ms of a decode's start)."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(prog="kdissect", description=MAIN_HELP, formatter_class=fmt)
+    parser.add_argument("--version", action=_VersionAction)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("decode", help="decode capture files into the Parquet dataset",
+                       description=DECODE_HELP, formatter_class=fmt)
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="pcap/pcapng files (gzip ok) or directories of them")
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="dataset directory (created if missing)")
+    _common(p, records=True)
+    _separate_files(p)
+    p.add_argument("-j", "--jobs", type=_positive(int), default=_cores(), metavar="N",
+                   help="worker processes, each decoding a share of a capture's connections "
+                        f"(default: the number of cores, {_cores()}; 1: one process)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
+
+    p = sub.add_parser("spark-decode", help="decode capture files into the Parquet dataset with Spark",
+                       description="As 'decode', with Spark tasks (one or more per capture file). "
+                                   "OUTDIR and the inputs must be at the same path on every executor.")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="pcap/pcapng files (gzip ok), directories, globs")
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="dataset directory (created if missing)")
+    _common(p, records=True)
+    _separate_files(p)
+    p.add_argument("--master", metavar="URL", help="Spark master (default: spark-submit's, else local[*])")
+    p.add_argument("--shards", type=_positive(int), metavar="N",
+                   help="tasks per capture, each a share of its TCP connections (default: by size)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary")
+
+    p = sub.add_parser("show", help="print Kafka messages one per line (-V: every field)",
+                       description=SHOW_HELP, formatter_class=fmt)
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="a pcap/pcapng file, or the files (or directory) of one rotated capture")
+    p.add_argument("--api", action="append", default=[], metavar="NAME",
+                   help="only these apis: names or keys, comma-separated or repeated (Produce,Fetch,3)")
+    p.add_argument("--topic", action="append", default=[], metavar="TOPIC",
+                   help="only messages about this topic (name or topic id); repeatable")
+    p.add_argument("--client-id", action="append", default=[], metavar="ID",
+                   help="only this client's requests and their responses; repeatable")
+    p.add_argument("--errors", action="store_true", help="only responses carrying an error code, or malformed")
+    p.add_argument("--slower-than", type=_positive(float), metavar="MS",
+                   help="only responses that took at least MS milliseconds")
+    p.add_argument("-V", "--verbose", action="store_true", help="print each message's decoded fields as a tree")
+    p.add_argument("-c", "--count", type=_positive(int), metavar="N", help="stop after N lines")
+    p.add_argument("-t", "--absolute-time", action="store_true",
+                   help="UTC date and time instead of seconds since the first message")
+    _common(p, records=False)
+
+    p = sub.add_parser("live", help="capture from a network interface into the dataset",
+                       description=LIVE_HELP, formatter_class=fmt)
+    p.add_argument("-i", "--interface", required=True, metavar="IFACE", help="network interface, e.g. eth0 or lo")
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="dataset directory (created if missing)")
+    p.add_argument("--rotate", type=_at_least(float, 1.0), default=60.0, metavar="SECONDS",
+                   help="start new Parquet files every SECONDS of capture time (default 60, at least 1)")
+    p.add_argument("--duration", type=_positive(float), metavar="SECONDS", help="stop after SECONDS")
+    p.add_argument("--count", type=_positive(int), metavar="N", help="stop after N packets (like tcpdump -c)")
+    p.add_argument("--keep-pcap", action="store_true",
+                   help="keep the captured packets as pcapng files in OUTDIR/pcap/ (deleted once decoded otherwise)")
+    p.add_argument("--spool-max", type=_at_least(int, 16), default=1024, metavar="MIB",
+                   help="captured packets waiting to be decoded may take this much disk under OUTDIR/.spool/; "
+                        "past it packets are dropped and reported (default 1024, at least 16)")
+    _common(p, records=True)
+
+    doctor_help = "decode + analyze + findings: what is wrong, worst first (exit 1: critical)"
+    if command in (None, "doctor"):
+        from kdissect.commands import doctor  # argument definitions only: Spark loads when the command runs
+        doctor.add_arguments(sub.add_parser("doctor", help=doctor_help, description=doctor.HELP, formatter_class=fmt))
+    else:
+        sub.add_parser("doctor", help=doctor_help)
+
+    p = sub.add_parser("compare", help="compare kdissect's decoding of a capture with Wireshark's")
+    p.add_argument("input", metavar="INPUT", help="a pcap/pcapng file")
+    p.add_argument("--ports", metavar="LIST", help="Kafka ports (default: detect)")
+    p.add_argument("--tshark", default="tshark", metavar="PATH",
+                   help="the tshark to run (default: tshark on PATH); a newer Wireshark decodes more versions")
+    _tls_keylog(p)
+
+    analyze_help = "run the Spark analysis over datasets: tables, JSON, HTML report"
+    if command in (None, "analyze"):
+        from analysis import cli as analysis_cli  # argument definitions only: Spark loads when the command runs
+        analysis_cli.add_arguments(sub.add_parser("analyze", help=analyze_help, description=analysis_cli.HELP,
+                                                  formatter_class=fmt))
+    else:
+        sub.add_parser("analyze", help=analyze_help)
+
+    sub.add_parser("protocol", help="list the api keys and versions the dissector decodes")
+    return parser
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, worked out only when asked: the package metadata and the build's
+    files take ~30 ms to read, which every command paid when argparse's own action was
+    given the text up front."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the version and which build runs (compiled or pure Python), and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
+        sys.stdout.write(f"{parser.prog} {_version()}\n")
+        parser.exit()
+
+
+def _version() -> str:
+    from dissector.compiled import describe
+
+    try:
+        from importlib.metadata import version
+        number = version("kafka-dissect")
+    except Exception:  # noqa: BLE001 - not installed (running from a checkout)
+        number = "dev"
+    return f"{number} ({describe()})"
+
+
+def _decode(args: argparse.Namespace) -> int:
+    from kdissect.run.decode import decode_files
+    from kdissect.run.progress import ProgressLine
+    from kdissect.run.source import DecodeOptions
+    from kdissect.run.summary import damage_lines, format_summary
+
+    options = DecodeOptions.from_args(args)
+    if args.own_process:
+        from kdissect.dataset.arrow import claim_process
+        claim_process()
+    bar = ProgressLine(sys.stderr)
+    bar.enabled = bar.enabled and not args.quiet
+    try:
+        result = decode_files(args.inputs, args.output, options, bar, jobs=args.jobs)
+    finally:
+        bar.clear()
+    if not args.quiet:
+        tables = ["exchanges", "partitions", "anomalies"] + (["records"] if options.records else [])
+        print(format_summary(result.counts, packets=result.packets, bytes_read=result.bytes_read,
+                             elapsed=result.elapsed, outdir=str(result.outdir), tables=tables,
+                             rotated=[(c[0].name, len(c)) for c in result.rotated]))
+    return _damaged(damage_lines(result.files, result.counts.anomalies), "what could be read is in the dataset")
+
+
+def _damaged(lines: list[str], then: str) -> int:
+    """One line per damaged capture on stderr, and exit 3; 0 when there is none."""
+    for line in lines:
+        sys.stderr.write(f"kdissect: damaged input: {line}; {then}\n")
+    return EXIT_DAMAGED if lines else 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from kdissect.commands.filters import MessageFilter, parse_apis
+    from kdissect.run.inputs import captures, describe
+    from kdissect.commands.show import ShowOptions, show
+    from kdissect.run.source import DecodeOptions
+
+    filt = MessageFilter(
+        apis=parse_apis(args.api),
+        topics=frozenset(args.topic) or None,
+        client_ids=frozenset(args.client_id) or None,
+        errors_only=args.errors,
+        slower_than_ms=args.slower_than,
+    )
+    sets = captures(args.inputs)
+    if len(sets) != 1:
+        raise UsageError(f"{len(sets)} captures given ({', '.join(describe(c) for c in sets[:3])}"
+                            f"{', ...' if len(sets) > 3 else ''}): show takes one capture, a file or the files "
+                            "of one rotated capture")
+    damage: list[str] = []
+    show(sets[0], sys.stdout, ShowOptions(filt, args.verbose, args.absolute_time, args.count),
+         DecodeOptions.from_args(args), damage=damage)
+    sys.stdout.flush()
+    return _damaged(damage, "what could be read is shown")
+
+
+def _live(args: argparse.Namespace) -> int:
+    from kdissect.run.live import LiveOptions, run_live
+    from kdissect.run.source import DecodeOptions
+
+    options = DecodeOptions.from_args(args)
+    return run_live(LiveOptions(args.interface, args.output, args.rotate, args.duration, args.count,
+                                args.keep_pcap, args.spool_max << 20), options, sys.stderr)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from kdissect.run.source import ports_option
+    try:
+        from kdissect.commands.compare import run_compare
+    except ModuleNotFoundError as exc:
+        if exc.name != "kdissect.commands.compare":
+            raise
+        raise KdissectError("compare is not available in this installation") from None
+
+    if not os.path.isfile(args.input):
+        raise UsageError(f"{args.input}: no such file")
+    return run_compare(args.input, ports_option(args.ports), sys.stdout, tshark=args.tshark,
+                       tls_keylog=tuple(args.tls_keylog))
+
+
+def _protocol(args: argparse.Namespace) -> int:
+    from dissector.schema import format_coverage
+    print(format_coverage())
+    return 0
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from analysis.cli import run
+    from analysis.exceptions import AnalysisError, DatasetError
+    from analysis.exceptions import UsageError as AnalysisUsageError
+    try:
+        return run(args)
+    except AnalysisUsageError as exc:
+        raise UsageError(str(exc)) from None
+    except DatasetError as exc:
+        raise DamagedInput(str(exc)) from None
+    except AnalysisError as exc:
+        raise KdissectError(str(exc)) from None
+
+
+COMMANDS = {"decode": _decode, "show": _show, "live": _live, "compare": _compare, "analyze": _analyze,
+            "protocol": _protocol}
+
+
+def _spark_decode(args: argparse.Namespace) -> int:
+    from kdissect.spark.decode import run
+    return run(args)
+
+
+COMMANDS["spark-decode"] = _spark_decode
+
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from kdissect.commands.doctor import run
+    try:
+        return run(args)
+    except CaptureError as exc:
+        sys.stderr.write(f"kdissect doctor: {exc}\n")
+        return EXIT_DAMAGED
+    except KdissectError as exc:   # 1 means "a critical finding": doctor's own failures exit 4
+        sys.stderr.write(f"kdissect doctor: {exc}\n")
+        return exc.exit_code if exc.exit_code != EXIT_FAILED else EXIT_DOCTOR_FAILED
+
+
+COMMANDS["doctor"] = _doctor
+
+
+def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
+    """Run a command. ``own_process``: the process is the ``kdissect`` command's and ends with it."""
+    # numpy's OpenBLAS starts a busy-waiting thread per core at import, ~1 % of a decode's CPU and
+    # more beside --jobs workers; nothing here multiplies matrices. Workers inherit the setting.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(words[0] if words and words[0] in COMMANDS else None)
+    args = parser.parse_args(words)
+    args.own_process = own_process
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return COMMANDS[args.command](args)
+    except KdissectError as exc:
+        sys.stderr.write(f"kdissect: {exc}\n")
+        return exc.exit_code
+    except CaptureError as exc:   # a file that cannot be read as a capture; live: no capture privilege, ...
+        sys.stderr.write(f"kdissect: {exc}\n")
+        return EXIT_FAILED if args.command == "live" else EXIT_DAMAGED
+    except KeyboardInterrupt:
+        sys.stderr.write("kdissect: interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`kdissect show ... | head`): stop quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def run() -> int:
+    """The ``kdissect`` command: :func:`main`, then a quicker exit.
+
+    At exit the interpreter's collector walks every object left (pyarrow's and numpy's
+    modules, the schema), ~5 % of a small decode's instructions. Frozen objects are out
+    of its walks; everything is still flushed and closed, and atexit handlers run.
+    Not in :func:`main`, which tests and notebooks call in a process that goes on.
+    """
+    code = main(own_process=True)
+    gc.freeze()
+    return code

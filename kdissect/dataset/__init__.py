@@ -1,0 +1,1 @@
+"""The dataset stage: events to rows to Arrow to Parquet files, and the dataset's schema."""

@@ -1,0 +1,669 @@
+"""Dissector events -> rows of the dataset tables, appended cell by cell to column buffers.
+
+Nothing here does I/O; :mod:`kdissect.dataset.writer` owns the buffers, flushes them
+as Parquet row groups and counts what went in. There is no dict or object per
+row: each exchange's facts (its JSON texts, its partitions) are worked out
+once and appended straight to one list per column, in schema order.
+Timestamps become integer microseconds (the tables store ``timestamp[us, UTC]``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from capture.flows import ConnectionInfo
+from dissector.compiled import compiled_file
+from dissector.events import KAFKA_PROTOCOL, Anomaly, Direction, Exchange, Request, Response
+from dissector.records import DEFAULT_MAX_DECOMPRESSED, RecordBatch, RecordsSummary, decode_records
+from dissector import schema
+from dissector.schema import api_name, error_name
+from dissector.topics import TopicRegistry
+from dissector.v07.events import V07Request, V07Response, api_name_of, error_name_of
+from dissector.v07.messages import MessageSetSummary, decode_message_set
+from dissector.v07.views import partition_rows as v07_partition_rows
+from dissector.views import _OFFSET_FIELDS, PartitionRow, partition_rows, topic_paths
+
+from kdissect.dataset.bodies import body_bytes
+from kdissect.dataset.tables import COLUMNS
+
+Row = dict[str, Any]
+# A TopicPath's fields, then the offset fields its partition entries have (see _plan).
+Plan = tuple[tuple[str, ...], str | None, str | None, str | None, str | None, str | None, tuple[str, ...]]
+Columns = Sequence[list]           # one list per column, in the table schema's order
+_RECORD_COLUMNS = 21               # the records table's columns before the payload ones
+_DIRECTION = {Direction.TO_BROKER: "request", Direction.TO_CLIENT: "response"}
+# In compact JSON a key is `"error_code":`; inside a string value its quotes would be
+# escaped, so this cannot match text that merely mentions the name.
+_NESTED_ERROR = re.compile(rb'"error_code":(-?[1-9][0-9]*)').search
+_ERROR_KEY = b'"error_code":'
+_VALUE_AT = len(_ERROR_KEY)          # from where the key starts to where its value does
+_COMPILED = compiled_file(__file__)     # the C helpers of this module's .pxd exist
+
+
+def _nested_error(text: bytes) -> int:
+    """The first non-zero nested error code in a body's JSON, else 0.
+
+    JSON numbers have no leading zeros, so a value starting with 0 is 0: the pattern's search,
+    which cost more than the rest of the error lookup, runs only from a key whose value does
+    not, and finds what it would have found from the start.
+    """
+    at = _find(text, _ERROR_KEY, 0)
+    while at >= 0:
+        if at + _VALUE_AT >= len(text) or text[at + _VALUE_AT] != 48:     # not b"0"
+            m = _NESTED_ERROR(text, at)
+            return int(m.group(1)) if m else 0
+        at = _find(text, _ERROR_KEY, at + _VALUE_AT)
+    return 0
+
+
+def _find(text: bytes, key: bytes, start: int) -> int:
+    """``text.find(key, start)`` (0 <= start <= len(text)). Compiled, C's ``memmem`` on the bytes
+    themselves (rows.pxd): the method call cost more than the search in a response's JSON."""
+    if _COMPILED:
+        p = text
+        k = key
+        return _memmem_at(p, len(text), k, len(key), start)  # type: ignore  # noqa: F821 - rows.pxd
+    return text.find(key, start)
+
+
+class ConnectionLike(Protocol):
+    """What rows need of a connection (capture's ``ConnectionInfo`` has it)."""
+
+    id: str
+    client_ip: str
+    client_port: int
+    broker_ip: str
+    broker_port: int
+
+
+@dataclass(frozen=True)
+class RowOptions:
+    records: bool = False           # fill the records table
+    record_bytes: bool = False      # ... with the key and value bytes themselves
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
+    payloads: Any = None            # a payloads.PayloadDecoder: framing and decoding of keys and values
+
+
+def us(ns: int | None) -> int | None:
+    return None if ns is None else ns // 1000
+
+
+class Unresolved(Protocol):
+    """Told about rows whose topic id had no name yet (when a share of a capture is decoded)."""
+
+    def partition(self, row: int, topic_id: str) -> None: ...
+    def records(self, first: int, count: int, topic_id: str) -> None: ...
+    def anomaly(self, row: int, topic_id: str) -> None: ...
+
+
+@dataclass
+class Tally:
+    """What one exchange added, for the writer's counts and flush decisions."""
+
+    partitions: int = 0
+    records: int = 0
+    record_bytes: int = 0
+
+
+class RowBuilder:
+    """The rows of one capture's events, appended to column buffers.
+
+    ``cols[table]`` are the buffers; ``position(table)`` is how many rows of that
+    table exist before the buffer's first (to number rows for ``unresolved``).
+    ``anomaly_kinds`` counts anomaly rows by kind as they are added.
+    """
+
+    def __init__(self, capture: str, options: RowOptions, topics: TopicRegistry | None,
+                 cols: dict[str, Columns], anomaly_kinds: dict[str, int],
+                 position: Callable[[str], int] | None = None, unresolved: Unresolved | None = None) -> None:
+        self.capture = capture
+        self.options = options
+        self.topics = topics
+        self.cols = cols
+        self.kinds = anomaly_kinds
+        self._position = position
+        self._unresolved = unresolved
+        # The buffers themselves, appended to as ``col.append(x)``: compiled, that is a direct list
+        # append, where a stored bound method would be a generic call.
+        self._ex = tuple(cols["exchanges"])
+        self._pa = tuple(cols["partitions"])
+        self._an = tuple(cols["anomalies"])
+        self._rec = tuple(cols["records"][:_RECORD_COLUMNS]) if "records" in cols else None
+        self._pay = None
+        if "records" in cols:                   # the payload columns follow (kdissect.dataset.payload_columns)
+            from kdissect.dataset.payload_columns import PayloadColumns, payload_decoder
+            self._pay = PayloadColumns(options.payloads if options.payloads is not None else payload_decoder(),
+                                       cols["records"][_RECORD_COLUMNS:])
+        self._api_names: dict[int, str] = {}
+        self._plans: dict[int, tuple[Plan, ...]] = {}       # by _plan_key
+        self._error_names: dict[int, str] = {}
+
+    # -- exchanges ---------------------------------------------------------------------------
+
+    def exchange(self, conn: ConnectionLike, ex: Exchange, tally: Tally) -> tuple[str | None, str, int | None,
+                                                                                  str | None, int]:
+        """Rows of one exchange; returns (api name, status, error code, error name, JSON bytes)."""
+        (capture, connection, client_ip, client_port, broker_ip, broker_port, tls_version, tls_cipher, tls_sni,
+         a_key, a_name, a_version, a_protocol, a_corr, client_id, request_ts, response_ts, latency_ms, request_bytes,
+         response_bytes, error_code, error_name_, throttle, status, decode_error, request, response,
+         inferred) = self._ex
+        req, resp = ex.request, ex.response
+        first = req if req is not None else resp
+        # Exactly a Request or Response: Kafka's protocol, without a lookup of the class attribute.
+        if type(first) is Request or type(first) is Response:
+            protocol = KAFKA_PROTOCOL
+        else:
+            protocol = first.protocol  # type: ignore[union-attr]
+        if req is not None:
+            api_key = req.api_key
+            version = req.api_version
+            corr = req.correlation_id
+            req_json = body_bytes(req.body) if req.body is not None else None
+        else:
+            api_key = resp.api_key  # type: ignore[union-attr]
+            version = resp.api_version  # type: ignore[union-attr]
+            corr = resp.correlation_id  # type: ignore[union-attr]
+            req_json = None
+        if api_key is None:
+            name = None
+        elif protocol == KAFKA_PROTOCOL:
+            name = self._api_name(api_key)
+        else:
+            name = api_name_of(first)  # type: ignore[arg-type]
+        if resp is not None:
+            body = resp.body
+            if body is not None:
+                resp_json = body_bytes(body)
+                code = body.get("error_code")
+                if not isinstance(code, int) or code == 0:
+                    code = _nested_error(resp_json)
+                ename = self._error_name(code) if protocol == KAFKA_PROTOCOL else error_name_of(first, code)
+                throttle_ms = body.get("throttle_time_ms")
+                if not isinstance(throttle_ms, int):
+                    throttle_ms = None
+            else:
+                resp_json = code = ename = throttle_ms = None
+        else:
+            resp_json = code = ename = throttle_ms = None
+        st = ex.status._value_             # not .value or a dict lookup: both run Python code in enum
+        if type(conn) is ConnectionInfo:      # capture's: compiled, its fields are C struct reads (rows.pxd)
+            ci = conn
+            cid, cip, cport, bip, bport, tls = ci.id, ci.client_ip, ci.client_port, ci.broker_ip, ci.broker_port, ci.tls
+        else:
+            cid, cip, cport, bip, bport = conn.id, conn.client_ip, conn.client_port, conn.broker_ip, conn.broker_port
+            tls = getattr(conn, "tls", None)
+        capture.append(self.capture)
+        connection.append(cid)
+        client_ip.append(cip)
+        client_port.append(cport)
+        broker_ip.append(bip)
+        broker_port.append(bport)
+        if tls is not None:
+            tls_version.append(tls.version)
+            tls_cipher.append(tls.cipher)
+            tls_sni.append(tls.sni)
+        else:
+            tls_version.append(None)
+            tls_cipher.append(None)
+            tls_sni.append(None)
+        a_key.append(api_key)
+        a_name.append(name)
+        a_version.append(version)
+        a_protocol.append(protocol)
+        a_corr.append(corr)
+        if req is not None:
+            req_ts = req.first_ts // 1000
+            client_id.append(req.client_id)
+            request_ts.append(req_ts)
+            request_bytes.append(req.size)
+        else:
+            client_id.append(None)
+            request_ts.append(None)
+            request_bytes.append(None)
+        if resp is not None:
+            resp_ts = resp.first_ts // 1000
+            response_ts.append(resp_ts)
+            response_bytes.append(resp.size)
+            latency_ms.append(None if req is None else (resp.first_ts - req.last_ts) / 1e6)
+            inferred.append(bool(resp.inferred))
+        else:
+            response_ts.append(None)
+            response_bytes.append(None)
+            latency_ms.append(None)
+            inferred.append(False)
+        error_code.append(code)
+        error_name_.append(ename)
+        throttle.append(throttle_ms)
+        status.append(st)
+        if (req is not None and req.failure is not None) or (resp is not None and resp.failure is not None):
+            decode_error.append(_failure_text(ex))
+        else:
+            decode_error.append(None)
+        request.append(req_json)
+        response.append(resp_json)
+        # The api name, connection id and times are the exchange's own: worked out once, above.
+        if req is not None:
+            self._partitions(conn, req, "request", tally, cid, name, req_ts)
+        if resp is not None and resp.api_key is not None:
+            self._partitions(conn, resp, "response", tally, cid, name, resp_ts)
+        return name, st, code, ename, (len(req_json) if req_json else 0) + (len(resp_json) if resp_json else 0)
+
+    def _api_name(self, api_key: int) -> str:
+        name = self._api_names.get(api_key)
+        if name is None:
+            name = self._api_names[api_key] = api_name(api_key)
+        return name
+
+    def _error_name(self, code: int) -> str:
+        name = self._error_names.get(code)
+        if name is None:
+            name = self._error_names[code] = error_name(code)
+        return name
+
+    # -- partitions --------------------------------------------------------------------------
+
+    def _partitions(self, conn: ConnectionLike, msg: Request | Response, kind: str, tally: Tally, cid: str,
+                    name: str | None, ts: int) -> None:
+        """One row per topic-partition entry of ``msg`` (see :func:`dissector.views.partition_rows`), whose
+        connection id, api name and time in µs are ``cid``, ``name`` and ``ts``."""
+        # The exact types first: compiled, their fields are C struct reads (rows.pxd), where
+        # an untyped ``msg`` costs a type-dictionary lookup per field; their protocol is Kafka's.
+        if type(msg) is Request:
+            rq = msg
+            api_key, version, body, corr = rq.api_key, rq.api_version, rq.body, rq.correlation_id
+        elif type(msg) is Response:
+            rs = msg
+            api_key, version, body, corr = rs.api_key, rs.api_version, rs.body, rs.correlation_id
+        elif msg.protocol != KAFKA_PROTOCOL:
+            if isinstance(msg, (V07Request, V07Response)):
+                self._partition_views(conn, msg, kind, v07_partition_rows(msg), tally)
+            return
+        else:
+            api_key, version, body, corr = msg.api_key, msg.api_version, msg.body, msg.correlation_id
+        if api_key is None or version is None or not body:
+            return
+        key = _plan_key(api_key, kind, version)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = _plan(api_key, kind, version)
+        if not plan:
+            return
+        (capture, connection, a_corr, a_key, a_name, a_version, direction, a_ts, a_topic, a_topic_id, a_partition,
+         a_error_code, a_error_name, a_record_count, a_batch_count, a_bytes, a_offset, a_base_offset,
+         a_last_offset, a_high_watermark, a_compression) = self._pa
+        topics = self.topics
+        unresolved = self._unresolved
+        cap = self.capture
+        want_records = self._rec is not None
+        n = 0
+        for path, name_field, id_field, partitions_field, index_field, list_field, offset_fields in plan:
+            if len(path) == 1:
+                # The usual shape (topics at the top): the list itself, without a generator.
+                topics_list = body.get(path[0])
+                if not isinstance(topics_list, list):
+                    continue
+            else:
+                topics_list = _arrays(body, path)
+            for item in topics_list:
+                if type(item) is not dict:      # (bodies hold plain dicts; rows.pxd types ``topic``)
+                    continue
+                topic = item
+                tname = topic.get(name_field) if name_field else None
+                topic_id = topic.get(id_field) if id_field else None
+                if tname is None and topics is not None:
+                    tname = topics.name(topic_id)
+                track = unresolved is not None and tname is None and topic_id is not None
+                if list_field:
+                    for index in topic.get(list_field) or ():
+                        if track:
+                            unresolved.partition(self._where_next("partitions"), topic_id)  # type: ignore[union-attr]
+                        capture.append(cap)
+                        connection.append(cid)
+                        a_corr.append(corr)
+                        a_key.append(api_key)
+                        a_name.append(name)
+                        a_version.append(version)
+                        direction.append(kind)
+                        a_ts.append(ts)
+                        a_topic.append(tname)
+                        a_topic_id.append(topic_id)
+                        a_partition.append(index)
+                        for column in (a_error_code, a_error_name, a_record_count, a_batch_count, a_bytes,
+                                       a_offset, a_base_offset, a_last_offset, a_high_watermark, a_compression):
+                            column.append(None)
+                        n += 1
+                    continue
+                for item in topic.get(partitions_field) or ():  # type: ignore[arg-type]
+                    if type(item) is not dict:
+                        continue
+                    p = item
+                    rec = p.get("records")
+                    # Anything else (records kept raw by a caller's hook) has no summary to report.
+                    summary = rec if isinstance(rec, RecordsSummary) else None
+                    offset = None
+                    for k in offset_fields:
+                        if k in p:
+                            offset = p[k]
+                            break
+                    code = p.get("error_code")
+                    partition = p.get(index_field)
+                    if track:
+                        unresolved.partition(self._where_next("partitions"), topic_id)  # type: ignore[union-attr]
+                    capture.append(cap)
+                    connection.append(cid)
+                    a_corr.append(corr)
+                    a_key.append(api_key)
+                    a_name.append(name)
+                    a_version.append(version)
+                    direction.append(kind)
+                    a_ts.append(ts)
+                    a_topic.append(tname)
+                    a_topic_id.append(topic_id)
+                    a_partition.append(partition)
+                    a_error_code.append(code)
+                    a_error_name.append(None if code is None else self._error_name(code))
+                    a_high_watermark.append(p.get("high_watermark"))
+                    a_offset.append(offset)
+                    n += 1
+                    if summary is None:
+                        a_record_count.append(None)
+                        a_batch_count.append(None)
+                        a_bytes.append(None)
+                        a_last_offset.append(None)
+                        a_compression.append(None)
+                        a_base_offset.append(offset)
+                        continue
+                    first = summary.first_offset
+                    count = summary.record_count
+                    a_record_count.append(count)
+                    a_batch_count.append(summary.batch_count)
+                    a_bytes.append(summary.total_bytes)
+                    a_base_offset.append(first if count is not None or first is not None else offset)
+                    a_last_offset.append(summary.last_offset)
+                    a_compression.append(summary.codec)
+                    if summary.crc_failures or summary.error or (want_records and summary.data):
+                        where = f"{name} v{version} {kind} corr {corr} {tname or topic_id}[{partition}]"
+                        self._record_extras(conn, msg, kind, ts, tname, topic_id, partition, summary, where,
+                                            track, tally)
+        tally.partitions += n
+
+    def _partition_views(self, conn: ConnectionLike, msg: Request | Response, kind: str,
+                         views: Iterator[PartitionRow], tally: Tally) -> None:
+        """Rows from :class:`PartitionRow` views (the 0.7 protocol's messages, a rare path)."""
+        (capture, connection, a_corr, a_key, a_name, a_version, direction, a_ts, a_topic, a_topic_id, a_partition,
+         a_error_code, a_error_name, a_record_count, a_batch_count, a_bytes, a_offset, a_base_offset,
+         a_last_offset, a_high_watermark, a_compression) = self._pa
+        name = api_name_of(msg)
+        ts = msg.first_ts // 1000
+        version = "0.7" if msg.api_version is None else f"v{msg.api_version}"
+        for p in views:
+            has_records = p.record_count is not None or p.first_offset is not None
+            capture.append(self.capture)
+            connection.append(conn.id)
+            a_corr.append(msg.correlation_id)
+            a_key.append(msg.api_key)
+            a_name.append(name)
+            a_version.append(msg.api_version)
+            direction.append(kind)
+            a_ts.append(ts)
+            a_topic.append(p.topic)
+            a_topic_id.append(p.topic_id)
+            a_partition.append(p.partition)
+            a_error_code.append(p.error_code)
+            a_error_name.append(None if p.error_code is None else error_name_of(msg, p.error_code))
+            a_record_count.append(p.record_count)
+            a_batch_count.append(p.batch_count)
+            a_bytes.append(p.bytes)
+            a_offset.append(p.offset)
+            a_base_offset.append(p.first_offset if has_records else p.offset)
+            a_last_offset.append(p.last_offset)
+            a_high_watermark.append(p.high_watermark)
+            a_compression.append(p.compression)
+            tally.partitions += 1
+            rec = p.records
+            if rec is not None:
+                where = f"{name} {version} {kind} corr {msg.correlation_id} {p.topic or p.topic_id}[{p.partition}]"
+                self._record_extras(conn, msg, kind, ts, p.topic, p.topic_id, p.partition, rec, where, False,
+                                    tally)
+
+    def _where_next(self, table: str) -> int:
+        """Row number the next row appended to ``table`` will have."""
+        assert self._position is not None
+        return self._position(table) + len(self.cols[table][0])
+
+    def _record_extras(self, conn: ConnectionLike, msg: Request | Response, kind: str, ts: int, tname: str | None,
+                       topic_id: str | None, partition: int | None, rec: Any, where: str, track: bool,
+                       tally: Tally) -> None:
+        """CRC and framing problems the summary found; with --records, the records themselves."""
+        failures = getattr(rec, "crc_failures", None)
+        if failures:
+            self._anomaly_at(conn.id, ts, "crc_mismatch", kind,
+                             f"{where}: CRC mismatch in {len(failures)} entr{'y' if len(failures) == 1 else 'ies'} "
+                             f"at byte {', '.join(map(str, failures[:10]))}", topic_id if track else None)
+        error = getattr(rec, "error", None)
+        if error:
+            self._anomaly_at(conn.id, ts, "records_malformed", kind, f"{where}: {error}",
+                             topic_id if track else None)
+        data = getattr(rec, "data", None)
+        if self._rec is not None and data:
+            first = self._where_next("records") if track else 0
+            if isinstance(rec, MessageSetSummary):
+                rows, nbytes, problems = self._v07_records(conn.id, msg.correlation_id, msg.api_key, kind, ts, tname,
+                                                           topic_id, partition, rec)
+            else:
+                rows, nbytes, problems = self._records(conn.id, msg.correlation_id, msg.api_key, kind, ts, tname,
+                                                       topic_id, partition, data)
+            tally.records += rows
+            tally.record_bytes += nbytes
+            if track and rows:
+                self._unresolved.records(first, rows, topic_id)  # type: ignore[union-attr]
+            for problem in problems:
+                self._anomaly_at(conn.id, ts, "records_decode", kind, f"{where}: {problem}",
+                                 topic_id if track else None)
+
+    # -- records -----------------------------------------------------------------------------
+
+    def _records(self, cid: str, corr: int, api_key: int | None, kind: str, ts: int, tname: str | None,
+                 topic_id: str | None, partition: int | None, data: bytes) -> tuple[int, int, list[str]]:
+        """Rows of the records table for one records field: (rows, key+value bytes kept, problems)."""
+        options = self.options
+        rs = decode_records(data, max_decompressed=options.max_decompressed, strict=False)
+        problems = [rs.error] if rs.error else []
+        keep = options.record_bytes
+        (capture, connection, a_corr, a_key, direction, a_ts, a_topic, a_topic_id, a_partition, a_offset,
+         a_timestamp, a_magic, a_key_size, a_value_size, a_key_bytes, a_value_bytes, a_header_count,
+         a_producer_id, a_producer_epoch, a_transactional, a_control) = self._rec  # type: ignore[misc]
+        cap = self.capture
+        pay = self._pay
+        n = nbytes = 0
+        for batch in rs.batches:
+            if batch.error:
+                problems.append(batch.error)
+            v2 = isinstance(batch, RecordBatch)
+            if v2:
+                magic, pid, epoch, txn, control = (batch.magic, batch.producer_id, batch.producer_epoch,
+                                                   batch.transactional, batch.control)
+            else:
+                magic, pid, epoch, txn, control = batch.magic, None, None, False, False
+            for rec in batch.leaves():
+                t = rec.timestamp
+                key, value = rec.key, rec.value
+                capture.append(cap)
+                connection.append(cid)
+                a_corr.append(corr)
+                a_key.append(api_key)
+                direction.append(kind)
+                a_ts.append(ts)
+                a_topic.append(tname)
+                a_topic_id.append(topic_id)
+                a_partition.append(partition)
+                a_offset.append(rec.offset)
+                a_timestamp.append(t * 1000 if t is not None and t >= 0 else None)
+                if v2:
+                    a_magic.append(magic)
+                    a_header_count.append(len(rec.headers))
+                else:
+                    a_magic.append(rec.magic)
+                    a_header_count.append(0)
+                a_key_size.append(None if key is None else len(key))
+                a_value_size.append(None if value is None else len(value))
+                if keep:
+                    a_key_bytes.append(key)
+                    a_value_bytes.append(value)
+                    nbytes += (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+                else:
+                    a_key_bytes.append(None)
+                    a_value_bytes.append(None)
+                a_producer_id.append(pid)
+                a_producer_epoch.append(epoch)
+                a_transactional.append(txn)
+                a_control.append(control)
+                if pay is not None:
+                    nbytes += pay.record(key, value, rec.headers if v2 else (), tname, rec.offset)
+                n += 1
+        if pay is not None:
+            problems += pay.problems()
+        return n, nbytes, problems
+
+    def _v07_records(self, cid: str, corr: int, api_key: int | None, kind: str, ts: int, tname: str | None,
+                     topic_id: str | None, partition: int | None, s: MessageSetSummary) -> tuple[int, int, list[str]]:
+        """0.7 messages: offsets are byte positions from the fetch offset; no keys, timestamps or headers."""
+        options = self.options
+        ms = decode_message_set(s.data or b"", s.base_offset, max_decompressed=options.max_decompressed)
+        problems = [ms.error] if ms.error else []
+        keep = options.record_bytes
+        (capture, connection, a_corr, a_key, direction, a_ts, a_topic, a_topic_id, a_partition, a_offset,
+         a_timestamp, a_magic, a_key_size, a_value_size, a_key_bytes, a_value_bytes, a_header_count,
+         a_producer_id, a_producer_epoch, a_transactional, a_control) = self._rec  # type: ignore[misc]
+        n = nbytes = 0
+        for top in ms.messages:
+            stack = [top]
+            while stack:                      # wrappers' errors anywhere in the nesting
+                m = stack.pop()
+                if m.error:
+                    problems.append(f"message at byte {m.position}: {m.error}")
+                stack.extend(m.inner or ())
+            for m in top.leaves():
+                capture.append(self.capture)
+                connection.append(cid)
+                a_corr.append(corr)
+                a_key.append(api_key)
+                direction.append(kind)
+                a_ts.append(ts)
+                a_topic.append(tname)
+                a_topic_id.append(topic_id)
+                a_partition.append(partition)
+                a_offset.append(m.offset)
+                a_timestamp.append(None)
+                a_magic.append(m.magic)
+                a_key_size.append(None)
+                a_value_size.append(len(m.payload))
+                a_key_bytes.append(None)
+                a_value_bytes.append(m.payload if keep else None)
+                if keep:
+                    nbytes += len(m.payload)
+                a_header_count.append(0)
+                a_producer_id.append(None)
+                a_producer_epoch.append(None)
+                a_transactional.append(False)
+                a_control.append(False)
+                if self._pay is not None:
+                    nbytes += self._pay.record(None, m.payload, (), tname, m.offset)
+                n += 1
+        if self._pay is not None:
+            problems += self._pay.problems()
+        return n, nbytes, problems
+
+    # -- anomalies ---------------------------------------------------------------------------
+
+    def anomaly(self, conn: ConnectionLike | None, a: Anomaly) -> None:
+        self._anomaly_at(conn.id if conn is not None else None, us(a.ts) if a.ts else None, a.kind,
+                         _DIRECTION.get(a.direction) if a.direction is not None else None, a.detail, None)
+
+    def _anomaly_at(self, cid: str | None, ts: int | None, kind: str, direction: str | None, detail: str,
+                    unresolved_topic: str | None) -> None:
+        if unresolved_topic is not None:
+            self._unresolved.anomaly(self._where_next("anomalies"), unresolved_topic)  # type: ignore[union-attr]
+        capture, connection, a_ts, a_kind, a_direction, a_detail = self._an
+        capture.append(self.capture)
+        connection.append(cid)
+        a_ts.append(ts)
+        a_kind.append(kind)
+        a_direction.append(direction)
+        a_detail.append(detail)
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+
+
+def _plan_key(api_key: int, kind: str, version: int) -> int:
+    """An int for (api key, kind, version), both int16: hashed faster than the tuple, per message."""
+    return (api_key * 65536 + version) * 2 + (kind == "response")
+
+
+def _plan(api_key: int, kind: str, version: int) -> tuple[Plan, ...]:
+    """The topic paths of a message (:func:`dissector.views.topic_paths`), unpacked, each with the offset fields
+    (:data:`dissector.views._OFFSET_FIELDS`, in order) its partition entries have at this version: a decoded
+    entry holds no field its schema lacks, so the others need no lookup."""
+    msg = schema.message(api_key, kind, version)
+    out = []
+    for tp in topic_paths(api_key, kind, version):
+        fields = msg.fields if msg is not None else None
+        for name in (*tp.path, tp.partitions_field):
+            f = next((f for f in fields or () if f.name == name), None) if name else None
+            fields = f.children if f is not None else None
+        names = {f.name for f in fields} if fields is not None else None
+        out.append((tp.path, tp.name_field, tp.id_field, tp.partitions_field, tp.index_field, tp.list_field,
+                    tuple(k for k in _OFFSET_FIELDS if names is None or k in names)))
+    return tuple(out)
+
+
+def _arrays(node: Any, path: tuple[str, ...]) -> Iterator[dict]:
+    """Elements of the array at ``path``, flattening any outer arrays on the way."""
+    items = node.get(path[0]) if isinstance(node, dict) else None
+    if not isinstance(items, list):
+        return
+    if len(path) == 1:
+        for item in items:
+            if isinstance(item, dict):
+                yield item
+    else:
+        rest = path[1:]
+        for item in items:
+            yield from _arrays(item, rest)
+
+
+def _failure_text(exchange: Exchange) -> str | None:
+    parts = []
+    for side, msg in (("request", exchange.request), ("response", exchange.response)):
+        f = msg.failure if msg is not None else None
+        if f is not None:
+            parts.append(f"{side}: {f.error} at byte {f.offset}: {f.detail}")
+    return "; ".join(parts) or None
+
+
+# -- one row at a time, for the Python API --------------------------------------------------------
+
+def exchange_row(capture: str, conn: ConnectionLike, ex: Exchange) -> Row:
+    """One exchange as a row of the ``exchanges`` table (a dict; JSON bodies as str)."""
+    cols = {t: [[] for _ in COLUMNS[t]] for t in ("exchanges", "partitions", "anomalies")}
+    RowBuilder(capture, RowOptions(), None, cols, {}).exchange(conn, ex, Tally())
+    row = {name: col[0] for name, col in zip(COLUMNS["exchanges"], cols["exchanges"])}
+    for k in ("request", "response"):
+        if row[k] is not None:
+            row[k] = row[k].decode()
+    return row
+
+
+def message_partitions(msg: Request | Response, kind: str,
+                       topics: TopicRegistry | None) -> Iterator[PartitionRow]:
+    if isinstance(msg, (V07Request, V07Response)):
+        return v07_partition_rows(msg)
+    if msg.api_key is None or msg.api_version is None:
+        return iter(())
+    return partition_rows(msg.api_key, kind, msg.api_version, msg.body, topics)
+
+
+__all__ = ["ConnectionLike", "Row", "RowBuilder", "RowOptions",
+           "Tally", "Unresolved", "exchange_row", "message_partitions", "us"]

@@ -1,0 +1,267 @@
+"""``kdissect decode``: capture files -> the Parquet dataset."""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from capture import CaptureRun
+
+from kdissect.dataset.writer import TABLES, CaptureWriter, Counts, file_stem, prepare_outdir, remove_joined
+from kdissect.run.inputs import Capture, captures, describe
+from kdissect.dataset.rows import RowOptions
+from kdissect.run.source import DecodeOptions, keylog_files, open_capture_run, ports_option
+
+MIN_SHARE_BYTES = 4 << 20        # captures smaller than this per job are not worth splitting among workers
+# ... nor with fewer packets than this per job: a worker costs ~0.1 s (start, its own pyarrow,
+# reading every packet), which small shares do not win back (22 MB of large batches, 18k packets:
+# 0.29 s in one process, 0.34 s in two).
+MIN_SHARE_PACKETS = 12_000
+
+
+@dataclass
+class Progress:
+    """Where a decode is, for a progress display."""
+
+    capture: str
+    index: int                 # 1-based position of this capture among the inputs
+    total: int
+    bytes_read: int
+    size: int | None
+    packets: int
+    exchanges: int             # over all captures so far
+    elapsed: float
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+@dataclass
+class DecodeResult:
+    """What a decode wrote: the end-of-run summary comes from this."""
+
+    outdir: Path
+    counts: Counts = field(default_factory=Counts)
+    files: list[Path] = field(default_factory=list)
+    rotated: list[tuple[Path, ...]] = field(default_factory=list)   # captures of several files, read as one
+    packets: int = 0
+    bytes_read: int = 0
+    elapsed: float = 0.0
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Run the cyclic garbage collector less often while decoding.
+
+    Decoding allocates and drops millions of small dicts and lists (message bodies);
+    reference counting frees them at once, yet every 700 allocations the collector
+    would walk the young ones, a tenth of the decode's time. What exists already
+    (modules, the protocol schema) is frozen out of its walks meanwhile.
+    """
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+
+def run_into(run: CaptureRun, writer: CaptureWriter, on_progress: Callable[[], None] | None = None) -> None:
+    """Route every event of a capture run into ``writer``."""
+    if on_progress is not None:
+        run.pipeline.on_progress = lambda _stats: on_progress()
+    _route(run, writer)
+
+
+def _route(run: CaptureRun, writer: CaptureWriter) -> None:
+    # Apart from run_into: compiled, decode.pxd types this loop's event, and Cython cannot make a
+    # function with a closure (run_into's lambda) a cpdef one.
+    for ce in run:
+        writer.event(ce.conn, ce.event)
+
+
+def row_options(options: DecodeOptions, outdir: str | os.PathLike[str] | None = None,
+                clock: Callable[[], int] | None = None, preload: tuple = ()) -> RowOptions:
+    """``outdir``: where schemas learned or fetched go (``OUTDIR/schemas/``); ``clock``: packets read,
+    dating what the capture's ``_schemas`` records teach (see :mod:`kdissect.run.parallel`)."""
+    pay = None
+    if options.records:
+        from kdissect.dataset.payload_columns import payload_decoder
+        pay = payload_decoder(options.schemas, options.schema_registry, options.validate_json, outdir, clock,
+                              preload)
+    return RowOptions(records=options.records, record_bytes=options.record_bytes,
+                      max_decompressed=options.max_decompressed, payloads=pay)
+
+
+def write_dataset(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], outdir: str | os.PathLike[str],
+                  *, ports: str | frozenset[int] | None = None, records: bool = False, record_bytes: bool = False,
+                  keep_secrets: bool = False, progress: ProgressFn | None = None,
+                  tls_keylog: str | os.PathLike[str] | list[str | os.PathLike[str]] = (),
+                  jobs: int = 1, schemas: str | os.PathLike[str] | None = None,
+                  schema_registry: str | None = None, validate_json: bool = False) -> DecodeResult:
+    """Decode capture files (or directories of them) into the dataset under ``outdir``.
+
+    ``ports``: Kafka ports (``"9092,9093"``), default: detect Kafka on any port.
+    ``records``: also write the records table; ``record_bytes``: with key/value bytes
+    (implies ``records``); ``tls_keylog``: NSS key log file(s) for TLS connections;
+    ``jobs``: worker processes (see :func:`decode_files`); ``schemas``: a folder of schemas by id,
+    ``schema_registry``: a registry URL, ``validate_json``: check JSON Schema values (each implies
+    ``records``: record keys and values decoded, see the README's "Record payloads"). Each capture's files replace
+    those of an earlier decode of the same file. Raises :class:`KdissectError` for a missing or unreadable
+    input or an unwritable ``outdir``, before anything is written.
+    """
+    if isinstance(ports, str):
+        ports = ports_option(ports)
+    decoding = schemas is not None or schema_registry is not None or validate_json
+    options = DecodeOptions(ports=ports, keep_secrets=keep_secrets, records=records or record_bytes or decoding,
+                            record_bytes=record_bytes, tls_keylog=keylog_files(tls_keylog),
+                            schemas=os.fspath(schemas) if schemas is not None else None,
+                            schema_registry=schema_registry, validate_json=validate_json)
+    return decode_files(inputs, outdir, options, progress, jobs=jobs)
+
+
+def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], outdir: str | os.PathLike[str],
+                 options: DecodeOptions, progress: ProgressFn | None = None, *, jobs: int = 1,
+                 min_share_bytes: int | None = None) -> DecodeResult:
+    """Decode captures into the dataset. ``jobs`` > 1: that many worker processes, each decoding a share
+    of a capture's connections (:mod:`kdissect.run.parallel`); the rows are the same as with one process.
+    ``min_share_bytes``: capture bytes per worker below which a capture is not split (0: always split)."""
+    sets = captures([inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs), options.rotated)
+    for c in sets:  # fail on a bad input before writing anything
+        open_capture_run(c, options).close()
+    if options.records:
+        from kdissect.dataset.payload_columns import check_options
+        check_options(options)
+    out = prepare_outdir(outdir, TABLES if options.records else TABLES[:3])
+    result = DecodeResult(out, rotated=[c for c in sets if len(c) > 1])
+    start = time.monotonic()
+    # Worked out once: how many shares each capture is split into (1 everywhere: decoded in this process).
+    shares = [capture_shares(c, jobs, MIN_SHARE_BYTES if min_share_bytes is None else min_share_bytes)
+              for c in (sets if len(sets) > 1 else sets[:1])] if jobs > 1 else [1]
+    if jobs > 1 and (len(sets) > 1 or shares[0] > 1):
+        _decode_parallel(sets, out, options, progress, jobs, shares, result, start)
+        result.elapsed = time.monotonic() - start
+        return result
+    for i, capture in enumerate(sets, 1):
+        run = open_capture_run(capture, options, messages=False)
+        try:
+            writer = CaptureWriter(out, capture[0].name, file_stem(capture[0]),
+                                   row_options(options, out, lambda run=run: run.pipeline.stats.packets),
+                                   run.pipeline.topics)
+        except BaseException:
+            run.close()
+            raise
+        tick = None
+        if progress is not None:
+            def tick(capture: Capture = capture, i: int = i, run: CaptureRun = run,
+                     writer: CaptureWriter = writer) -> None:
+                progress(Progress(describe(capture), i, len(sets), run.source.bytes_read, run.stats.size,
+                                  run.stats.packets, result.counts.exchanges + writer.counts.exchanges,
+                                  time.monotonic() - start))
+        try:
+            with fewer_collections():
+                run_into(run, writer, tick)
+            files = writer.commit()
+            remove_joined(capture[1:], files)
+            result.files += files
+        except BaseException:
+            writer.abort()
+            run.close()
+            raise
+        result.counts.add(writer.counts, capture=capture[0].name)
+        result.packets += run.stats.packets
+        result.bytes_read += run.source.bytes_read
+        if tick is not None:
+            tick()
+    result.elapsed = time.monotonic() - start
+    return result
+
+
+def capture_shares(capture: Capture, jobs: int, min_share_bytes: int = MIN_SHARE_BYTES) -> int:
+    """How many shares ``kdissect decode --jobs`` splits a capture into: by its size, then by
+    its estimated packets (``min_share_bytes`` 0: always ``jobs``)."""
+    n = shares_for(capture_size(capture), jobs, min_share_bytes)
+    if n > 1 and min_share_bytes:
+        packets = estimate_packets(capture)
+        if packets is not None:
+            n = max(1, min(n, packets // MIN_SHARE_PACKETS))
+    return n
+
+
+def shares_for(size: int | None, jobs: int, min_share_bytes: int = MIN_SHARE_BYTES) -> int:
+    """How many shares a capture of ``size`` bytes is split into with ``jobs`` workers."""
+    if jobs <= 1:
+        return 1
+    if not min_share_bytes:
+        return jobs
+    return max(1, min(jobs, (size or 0) // min_share_bytes))
+
+
+def estimate_packets(capture: Capture, sample: int = 2000) -> int | None:
+    """A capture's packets, from its size and the sizes of its first ``sample`` records; None when
+    unknown (unreadable, or gzip-compressed, whose size on disk says little). A few milliseconds."""
+    from capture import CaptureError, open_capture
+    from capture.pcapfile import PcapReader
+
+    size = capture_size(capture)
+    try:
+        with open(capture[0], "rb") as f:
+            if f.read(2) == b"\x1f\x8b":
+                return None
+        src = open_capture(capture[0])
+    except (CaptureError, OSError):
+        return None
+    overhead = 16 if isinstance(src, PcapReader) else 32      # a record's header on disk (pcapng: a block's)
+    n = data = 0
+    try:
+        for _ts, _lt, payload, _wirelen in src:
+            n += 1
+            data += len(payload)
+            if n == sample:
+                break
+    finally:
+        src.close()
+    if not n or size is None:
+        return n if size is not None else None
+    return size * n // (data + n * overhead)
+
+
+def capture_size(capture: Capture) -> int | None:
+    """Bytes on disk of a capture's files; None if one cannot be read."""
+    try:
+        return sum(p.stat().st_size for p in capture)
+    except OSError:
+        return None
+
+
+def _decode_parallel(sets: list[Capture], out: Path, options: DecodeOptions, progress: ProgressFn | None, jobs: int,
+                     shares: list[int], result: DecodeResult, start: float) -> None:
+    from kdissect.run.parallel import ShareResult, decode_parallel
+
+    def on_capture(i: int, results: list[ShareResult], files: list[Path]) -> None:
+        counts = Counts(captures=1)
+        for r in results:
+            r.counts.captures = 0
+            counts.add(r.counts)
+        result.counts.add(counts, capture=sets[i][0].name)
+        result.files += files
+        result.packets += results[0].packets          # every share reads the whole file
+        result.bytes_read += results[0].bytes_read
+        if progress is not None:
+            progress(Progress(describe(sets[i]), i + 1, len(sets), results[0].bytes_read,
+                              capture_size(sets[i]), results[0].packets, result.counts.exchanges,
+                              time.monotonic() - start))
+
+    def on_progress(i: int, _done: int, bytes_read: int, packets: int, exchanges: int) -> None:
+        progress(Progress(describe(sets[i]), i + 1, len(sets), bytes_read,  # type: ignore[misc]
+                          capture_size(sets[i]), packets,
+                          result.counts.exchanges + exchanges, time.monotonic() - start))
+
+    decode_parallel(sets, out, options, jobs, shares=shares, on_capture=on_capture, on_progress=on_progress if progress is not None else None)

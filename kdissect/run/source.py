@@ -1,0 +1,138 @@
+"""Opening a capture through ``capture`` with kdissect's options; its errors become ours."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from capture import CaptureError, CaptureOptions, CaptureRun, parse_ports, read_capture
+from capture.shard import Share
+from capture.tls.keylog import check_readable
+from dissector.connection import Options
+from dissector.protocols import AUTO, PROTOCOLS, ProtocolChoice
+from dissector.events import KAFKA_PROTOCOL
+from dissector.records import DEFAULT_MAX_DECOMPRESSED
+from dissector.topics import TopicRegistry
+
+from kdissect.run.codecache import use_default_code_cache
+from kdissect.errors import DamagedInput, UsageError
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeOptions:
+    """What ``decode``, ``show``, ``live`` and the Python API share."""
+
+    ports: frozenset[int] | None = None   # Kafka ports; None: detect Kafka on any port
+    keep_secrets: bool = False            # keep SASL/credential fields instead of redacting them
+    records: bool = False                 # fill the records table (one row per record)
+    record_bytes: bool = False            # ... with key and value bytes
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED  # cap per records field, against decompression bombs
+    tls_keylog: tuple[str, ...] = ()      # NSS key log files for TLS connections
+    protocol: ProtocolChoice | None = None  # force Kafka 0.7 / 0.8+ (all, or per broker port); None: detect
+    rotated: bool = True                  # files that continue one another are decoded as one capture
+    schemas: str | None = None            # a folder of schemas by id: record keys and values decoded
+    schema_registry: str | None = None    # a Schema Registry URL: the schemas of the ids seen, cached
+    validate_json: bool = False           # check JSON Schema values against their schema (jsonschema)
+
+    def capture_options(self, live: bool = False, share: Share | None = None,
+                        messages: bool = True) -> CaptureOptions:
+        """``messages``: Request and Response events besides the Exchanges that carry them."""
+        return CaptureOptions(ports=self.ports,
+                              dissector=Options(keep_secrets=self.keep_secrets, message_events=messages),
+                              tls_keylog=self.tls_keylog, tls_keylog_live=live, protocol=self.protocol,
+                              share=share)
+
+    @classmethod
+    def from_args(cls, args: Any) -> DecodeOptions:
+        """The options a command's parsed arguments ask for, whichever of them that command has: the one place
+        ``--ports``, ``--protocol``, ``--records`` and the payload options become DecodeOptions."""
+        record_bytes = bool(getattr(args, "record_bytes", False))
+        max_mib = getattr(args, "max_decompressed", None)
+        return cls(ports=ports_option(getattr(args, "ports", None)),
+                   keep_secrets=bool(getattr(args, "keep_secrets", False)),
+                   records=bool(getattr(args, "records", False)) or record_bytes or payloads_asked(args),
+                   record_bytes=record_bytes,
+                   max_decompressed=DEFAULT_MAX_DECOMPRESSED if max_mib is None else max_mib << 20,
+                   tls_keylog=tuple(getattr(args, "tls_keylog", None) or ()),
+                   protocol=protocol_option(getattr(args, "protocol", None)),
+                   rotated=not getattr(args, "separate_files", False),
+                   **payload_args(args))
+
+
+def payloads_asked(args: Any) -> bool:
+    """Whether the payload options ask for record keys and values to be decoded (which needs --records)."""
+    return bool(getattr(args, "schemas", None) or getattr(args, "schema_registry", None)
+                or getattr(args, "validate_json", False))
+
+
+def payload_args(args: Any) -> dict[str, Any]:
+    """The payload options as DecodeOptions' fields."""
+    return {"schemas": getattr(args, "schemas", None), "schema_registry": getattr(args, "schema_registry", None),
+            "validate_json": bool(getattr(args, "validate_json", False))}
+
+
+def ports_option(spec: str | None) -> frozenset[int] | None:
+    """``"9092,9093,30000-30010"`` -> ports; a bad spec is a user error."""
+    if spec is None:
+        return None
+    try:
+        return parse_ports(spec)
+    except ValueError as exc:
+        raise UsageError(f"--ports: {exc}") from None
+
+
+def keylog_files(tls_keylog: str | os.PathLike[str] | list[str | os.PathLike[str]] | tuple) -> tuple[str, ...]:
+    """One key log path or several, as the tuple of paths the options hold."""
+    if isinstance(tls_keylog, (str, os.PathLike)):
+        return (os.fspath(tls_keylog),)
+    return tuple(os.fspath(p) for p in tls_keylog)
+
+
+def check_keylogs(paths: tuple[str, ...]) -> None:
+    """Fail early, in one line, on a key log that cannot be read (before any output is written)."""
+    for path in paths:
+        try:
+            check_readable(path)
+        except CaptureError as exc:
+            raise UsageError(str(exc)) from None
+
+
+def protocol_option(specs: list[str] | str | None) -> ProtocolChoice | None:
+    """``--protocol`` values (``0.7``, ``0.7=9092,9093``, ``0.8+=9094``) -> the choice; a bad spec is a user
+    error. Each value names a protocol for every connection, or for the broker ports after ``=``."""
+    if not specs:
+        return None
+    if isinstance(specs, str):
+        specs = [specs]
+    default = AUTO
+    ports: dict[int, str] = {}
+    for spec in specs:
+        proto, sep, plist = spec.strip().partition("=")
+        proto = KAFKA_PROTOCOL if proto.strip() == "0.8" else proto.strip()
+        if proto not in PROTOCOLS:
+            raise UsageError(f"--protocol: unknown protocol {proto!r} in {spec!r} (one of {', '.join(PROTOCOLS)})")
+        if not sep:
+            default = proto
+            continue
+        try:
+            for port in parse_ports(plist):
+                ports[port] = proto
+        except ValueError as exc:
+            raise UsageError(f"--protocol: {str(exc).replace(f' in {plist!r}', f' in {spec!r}')}") from None
+    return ProtocolChoice(default, tuple(sorted(ports.items())))
+
+
+def open_capture_run(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], options: DecodeOptions, *,
+                     share: Share | None = None, topics: TopicRegistry | None = None,
+                     messages: bool = True) -> CaptureRun:
+    """``path``: a file, or a rotated capture's files in order; ``share``: only that share of the
+    capture's connections; ``topics``: the registry to fill; ``messages``: see
+    :meth:`DecodeOptions.capture_options` (the dataset needs only exchanges)."""
+    use_default_code_cache()
+    check_keylogs(options.tls_keylog)   # a key log that cannot be read is bad use, not a damaged capture
+    try:
+        return read_capture(path, options.capture_options(share=share, messages=messages), topics=topics)
+    except CaptureError as exc:   # not a capture at all, or unreadable
+        raise DamagedInput(str(exc)) from None

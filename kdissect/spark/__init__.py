@@ -1,0 +1,1 @@
+"""Decoding on Spark: the kafka-pcap data source and `kdissect spark-decode`."""
