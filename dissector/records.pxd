@@ -6,7 +6,7 @@ cdef class RecordsSummary:
     cdef public object total_bytes, magics, batch_count, record_count, legacy_wrappers, first_offset
     cdef public object last_offset, first_timestamp, max_timestamp, codec, producer_id, producer_epoch
     cdef public object base_sequence, transactional, control, crc_checked, crc_failures, partial_tail
-    cdef public object tail_bytes, error, error_offset, first_crc, data
+    cdef public object tail_bytes, error, error_offset, first_crc, data, out_of_range
 
 cimport cython
 
@@ -86,7 +86,7 @@ cdef class RecordBatch:
     cdef public object position, base_offset, batch_length, partition_leader_epoch, magic, crc, crc_valid
     cdef public object attributes, codec, timestamp_type, transactional, control, delete_horizon
     cdef public object last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch
-    cdef public object base_sequence, record_count, records, decompressed_size, error
+    cdef public object base_sequence, record_count, records, decompressed_size, error, out_of_range
 
 cdef class RecordSet:
     cdef public object batches, total_bytes, partial_tail, tail_bytes, error, error_offset

@@ -114,6 +114,7 @@ class TableWriter:
         for col in self.cols:
             reserve(col.ends if isinstance(col, TextColumn) else col, batch_rows)
         self.weight = 0                        # weighed bytes waiting (JSON bodies, record bytes)
+        self.out_of_range: dict[str, int] = {}   # column -> cells its type could not hold (see take_table)
         self._batch_rows = batch_rows
         self._batch_bytes = batch_bytes
         self._writer = None
@@ -157,7 +158,18 @@ class TableWriter:
         import pyarrow as pa
         schema = _schema(self.table)
         # In place: row builders hold these buffers' append methods.
-        arrays = [to_arrow(take(col, n), f.type) for col, f in zip(self.cols, schema)]
+        arrays = []
+        for col, f in zip(self.cols, schema):
+            values = take(col, n)
+            try:
+                arrays.append(to_arrow(values, f.type))
+            except pa.ArrowInvalid:
+                # A value the column's type cannot hold, which row building should have caught: the
+                # cell is nulled (clamped in a column that takes no null), counted, and reported as an
+                # ``out_of_range`` anomaly when the capture's files close, rather than the files lost.
+                values, changed = fit_integers(values, f.type, f.nullable)
+                self.out_of_range[f.name] = self.out_of_range.get(f.name, 0) + changed
+                arrays.append(to_arrow(values, f.type))
         return pa.Table.from_arrays(arrays, schema=schema)
 
     def _open(self, schema: pa.Schema):  # type: ignore[no-untyped-def]
@@ -184,6 +196,23 @@ class TableWriter:
         except Exception:  # noqa: BLE001 - already failing; the temp file goes either way
             pass
         self.tmp.unlink(missing_ok=True)
+
+
+def fit_integers(values: list[Any], type_: pa.DataType, nullable: bool) -> tuple[list[Any], int]:
+    """An integer column's cells with those ``type_`` cannot hold nulled (or, where the column takes no
+    null, clamped to the type's range), and how many changed."""
+    import pyarrow as pa
+    if not pa.types.is_integer(type_):
+        raise pa.ArrowInvalid(f"values do not fit {type_}")
+    lo, hi = -(1 << (type_.bit_width - 1)), (1 << (type_.bit_width - 1)) - 1
+    out = []
+    changed = 0
+    for v in values:
+        if isinstance(v, int) and not lo <= v <= hi:
+            changed += 1
+            v = None if nullable else min(max(v, lo), hi)
+        out.append(v)
+    return out, changed
 
 
 def parquet_writer(path: Path, table: str, schema: pa.Schema):  # type: ignore[no-untyped-def]
@@ -334,10 +363,15 @@ class CaptureWriter:
     def exchange(self, conn: ConnectionLike, ex: Exchange) -> None:
         c = self._counts
         c.connections.add(conn.id)
-        c.exchanges += 1
         tally = self._tally
         tally.partitions = tally.records = tally.record_bytes = 0
-        api, status, code, error, size = self._rows.exchange(conn, ex, tally)
+        built = self._rows.exchange(conn, ex, tally)
+        if built is None:               # its rows raised: left out, a dissector_error anomaly says so
+            if self._an.full():
+                self._an.flush()
+            return
+        c.exchanges += 1
+        api, status, code, error, size = built
         name = api or "unknown"
         per_api = self._per_api
         per_api[name] = per_api.get(name, 0) + 1
@@ -383,8 +417,18 @@ class CaptureWriter:
 
     def close(self) -> list[tuple[Path, Path]]:
         """Write every table's file under its temporary name: (temporary, final) paths."""
-        for w in self._writers.values():
-            w.close()
+        for t, w in self._writers.items():
+            if t != "anomalies":
+                w.close()
+        # The anomalies last, so that they hold what the others' last row groups had to change.
+        for t, w in self._writers.items():
+            for column, n in w.out_of_range.items():
+                self._rows.anomaly(None, Anomaly(
+                    "out_of_range", None, 0,
+                    f"{n} value{'s' if n != 1 else ''} of the {t} table's {column} column beyond its type: "
+                    "null (clamped where the column takes no null)"))
+            w.out_of_range.clear()
+        self._an.close()
         return [(w.tmp, w.path) for w in self._writers.values()]
 
     def commit(self) -> list[Path]:

@@ -24,8 +24,10 @@ cdef class RowBuilder:
                    a_offset=list, a_base_offset=list, a_last_offset=list, a_high_watermark=list,
                    a_compression=list)
     cpdef _partitions(self, conn, msg, kind, Tally tally, cid, name, ts)
-    @cython.locals(ex=Exchange, req=Request, resp=Response, body=dict, ci=ConnectionInfo)
     cpdef exchange(self, conn, ex, Tally tally)
+    @cython.locals(ex=Exchange, req=Request, resp=Response, body=dict, ci=ConnectionInfo)
+    cpdef _exchange(self, conn, ex, Tally tally)
+    cpdef tuple _mark(self)
 
 cpdef _plan_key(api_key, kind, version)
 
