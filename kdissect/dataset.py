@@ -293,6 +293,9 @@ class Counts:
     anomalies: Counter[str] = field(default_factory=Counter)    # by kind
     partitions: int = 0
     records: int = 0
+    # TCP connections that carried data, by what detection made of them (kafka, tls, not_kafka):
+    # capture's CaptureStats.connections, so that a connection not decoded is still counted.
+    flows: Counter[str] = field(default_factory=Counter)
 
     def add(self, other: Counts) -> None:
         self.captures += other.captures
@@ -304,6 +307,7 @@ class Counts:
         self.anomalies.update(other.anomalies)
         self.partitions += other.partitions
         self.records += other.records
+        self.flows.update(other.flows)
 
 
 class CaptureWriter:

@@ -154,6 +154,7 @@ def decode_share(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
         with fewer_collections():
             for ce in run:
                 event(ce.conn, ce.event)
+        writer.counts.flows.update(run.pipeline.stats.connections)
         files = writer.close()
     except BaseException:
         writer.abort()
