@@ -26,6 +26,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from dissector import budget
 from dissector.decoders import DECODE_ERRORS, Decoders, default_decoders
 from dissector.embedded import decode_group_payloads
 from dissector.events import (
@@ -69,6 +70,18 @@ _RESYNC_KEEP = 1 << 20   # bytes an unsynced side keeps while it looks for a fra
 _FULL_INFERENCES = 64    # orphans per connection given a full search before shortcuts start
 _REQUEST_COST = 1024     # bytes a waiting decoded request costs besides its frame (objects, body dict)
 _HELD_STEP = HELD_STEP   # see dissector/held.py
+
+
+_LIMIT = "DecodeLimit"                 # the failure of a body cut at its decoding budget (dissector.budget)
+_NOT_THE_PEERS = ("Truncated", _LIMIT)
+
+
+def _limit_anomaly(direction: Direction, ts: int, what: str, size: int, failure: DecodeFailure,
+                   offset: int) -> Anomaly:
+    return Anomaly("decode_limit", direction, ts,
+                   f"{what} of {size} bytes: its body is kept decoded up to byte {failure.offset} ({failure.detail}); "
+                   f"decoded whole it would cost more memory than {budget.RATIO} times its size (at least "
+                   f"{budget.FLOOR >> 20} MiB) allows", offset, {"bytes": size, "decoded_to": failure.offset})
 
 
 @dataclass(frozen=True)
@@ -369,9 +382,13 @@ class Connection:
         if self._messages:
             out.append(req)
         if failure is not None and not truncated_size:
-            out.append(Anomaly("malformed", TO_BROKER, first_ts,
-                               f"{req.api_name} v{hdr.api_version} request: {failure.error} at byte {failure.offset}: "
-                               f"{failure.detail}", offset))
+            if failure.error == _LIMIT:
+                out.append(_limit_anomaly(TO_BROKER, first_ts, f"{req.api_name} v{hdr.api_version} request", size,
+                                          failure, offset))
+            else:
+                out.append(Anomaly("malformed", TO_BROKER, first_ts,
+                                   f"{req.api_name} v{hdr.api_version} request: {failure.error} at byte "
+                                   f"{failure.offset}: {failure.detail}", offset))
         if not response_expected(hdr.api_key, body):
             out.append(Exchange(req, None, Status.NO_RESPONSE_EXPECTED))
             return
@@ -486,11 +503,15 @@ class Connection:
             if v0 is not None and v0.failure is None and v0.end == len(frame):
                 d = v0
         failure = d.failure
-        # Truncation is the capture's doing; anything else that failed is the peer's.
-        status = _MALFORMED if req.failure is not None and req.failure.error != "Truncated" else _OK
+        # Truncation is the capture's doing, a body cut at the decoding budget ours; anything else
+        # that failed is the peer's.
+        status = _MALFORMED if req.failure is not None and req.failure.error not in _NOT_THE_PEERS else _OK
         if truncated_size and failure is not None:
             failure = DecodeFailure("Truncated", f"frame cut after {len(frame) + 4} of {truncated_size} bytes",
                                     failure.offset)
+        elif failure is not None and failure.error == _LIMIT:
+            out.append(_limit_anomaly(TO_CLIENT, first_ts, f"{req.api_name} v{req.api_version} response", size,
+                                      failure, offset))
         elif failure is not None:
             status = Status.MALFORMED
             out.append(Anomaly("malformed", TO_CLIENT, first_ts,

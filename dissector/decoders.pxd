@@ -3,7 +3,7 @@
 
 cdef class Decoders:
     cdef public object _records_hook, _cache, code_cache
-    cdef public dict _prebuilt
+    cdef public dict _prebuilt, _budgeted, _safe
     cpdef get(self, api_key, kind, version)
     cpdef decode(self, api_key, kind, version, b, o)
 

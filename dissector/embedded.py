@@ -31,10 +31,15 @@ def decode_consumer_data(decoders: Decoders, name: str, data: Any) -> Any:
     if lo_hi is None or version < lo_hi[0]:
         return data
     # Newer versions only append fields, so decode an unknown one with the newest we know.
-    fn = decoders.get_data(name, min(version, lo_hi[1]))
-    if fn is None:
-        return data
-    d = run(fn, data, 2)
+    if not decoders.unchecked(len(data)):
+        d = decoders.decode_large(name, "data", min(version, lo_hi[1]), bytes(data), 2)   # within the budget
+        if d is None:
+            return data
+    else:
+        fn = decoders.get_data(name, min(version, lo_hi[1]))
+        if fn is None:
+            return data
+        d = run(fn, data, 2)
     if d.failure is not None or (d.end != len(data) and version <= lo_hi[1]):
         return data
     return {"version": version, **d.body}
