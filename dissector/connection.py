@@ -271,6 +271,32 @@ class Connection:
     def in_flight(self) -> int:
         return len(self._pending)
 
+    # -- at rest ------------------------------------------------------------------
+
+    def at_rest(self) -> tuple | None:
+        """What a quiet connection's future decoding depends on, when nothing is in the middle of
+        anything (no frame half read, no request awaiting its response, no raw SASL): a tuple of
+        plain values that :meth:`resume` makes a connection of again. None otherwise."""
+        a, b = self._sides
+        if (self._pending or self._sasl_raw or not a.synced or not b.synced or a.have or b.have or a.skip
+                or b.skip):
+            return None
+        return (a.offset, b.offset, self._cap_hits, self._last_ts, self._orphans, self._full_misses,
+                self._inference_limited, self._skew_reported, self._sasl_mechanism,
+                tuple(self._seen_versions.items()), tuple(self._inferred))
+
+    @classmethod
+    def resume(cls, state: tuple, options: Options | None = None, *, topics: TopicRegistry | None = None,
+               decoders: Decoders | None = None) -> Connection:
+        """The connection :meth:`at_rest` described, ready for its next bytes."""
+        conn = cls(options, topics=topics, decoders=decoders)
+        a, b = conn._sides
+        (a.offset, b.offset, conn._cap_hits, conn._last_ts, conn._orphans, conn._full_misses,
+         conn._inference_limited, conn._skew_reported, conn._sasl_mechanism, seen, inferred) = state
+        conn._seen_versions = dict(seen)
+        conn._inferred = dict.fromkeys(inferred)
+        return conn
+
     def _count_held(self, direction: Direction, side: _Side, ts: int, out: list[Event]) -> None:
         """A frame still arriving grew by a step: count it; past the capture's limit, give it up."""
         budget = side.budget
