@@ -134,12 +134,12 @@ def density(fields: tuple[Field, ...]) -> float:
     return worst
 
 
-def safe_size(msg: MessageSchema) -> int:
+def safe_size(msg: MessageSchema, floor: int = FLOOR) -> int:
     """Frames of at most this many bytes cannot exceed the floor, whatever they hold: decoded unchecked."""
     d = density(msg.fields)
-    return FLOOR if d <= 1 else int(FLOOR / d)
+    return floor if d <= 1 else int(floor / d)
 
 
-def budget(frame_size: int) -> int:
+def budget(frame_size: int, floor: int = FLOOR, ratio: int = RATIO) -> int:
     """The decoded cost a body of a ``frame_size``-byte frame may reach."""
-    return max(FLOOR, RATIO * frame_size)
+    return max(floor, ratio * frame_size)

@@ -80,8 +80,9 @@ def _limit_anomaly(direction: Direction, ts: int, what: str, size: int, failure:
                    offset: int) -> Anomaly:
     return Anomaly("decode_limit", direction, ts,
                    f"{what} of {size} bytes: its body is kept decoded up to byte {failure.offset} ({failure.detail}); "
-                   f"decoded whole it would cost more memory than {budget.RATIO} times its size (at least "
-                   f"{budget.FLOOR >> 20} MiB) allows", offset, {"bytes": size, "decoded_to": failure.offset})
+                   "decoded whole it would cost more memory than its decoding budget allows (by default "
+                   f"{budget.RATIO} times its size, at least {budget.FLOOR >> 20} MiB)", offset,
+                   {"bytes": size, "decoded_to": failure.offset})
 
 
 @dataclass(frozen=True)
@@ -401,7 +402,7 @@ class Connection:
                 out.append(Anomaly("trailing_bytes", TO_BROKER, first_ts,
                                    f"{len(frame) - d.end} bytes after the {hdr.api_key}/v{hdr.api_version} request body",
                                    offset))
-            self._after_request(hdr.api_key, hdr.api_version, body)
+            self._after_request(hdr.api_key, hdr.api_version, body, size)
         req = Request(hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id, size, first_ts, last_ts,
                       hdr.header_version, body, failure, offset, raw, hdr.tags)
         self._seen_versions[hdr.api_key] = hdr.api_version
@@ -439,14 +440,14 @@ class Connection:
                                    {"in_flight": len(pending) + 1}))
             out.append(Exchange(gone, None, Status.NO_RESPONSE))
 
-    def _after_request(self, api_key: int, version: int, body: dict[str, Any]) -> None:
+    def _after_request(self, api_key: int, version: int, body: dict[str, Any], size: int = 0) -> None:
         if api_key == 17 and version == 0:  # SaslHandshake v0: raw tokens follow
             self._sasl_raw = True
             self._sasl_mechanism = body.get("mechanism")
         elif api_key == 17:
             self._sasl_mechanism = body.get("mechanism")
         if api_key in _GROUP_APIS:
-            decode_group_payloads(self._decoders, api_key, "request", body, None)
+            decode_group_payloads(self._decoders, api_key, "request", body, None, size)
         if not self.options.keep_secrets and needs_redaction(api_key):
             redact(api_key, body, self._sasl_mechanism)
 
@@ -547,7 +548,7 @@ class Connection:
             out.append(Anomaly("trailing_bytes", TO_CLIENT, first_ts,
                                f"{len(frame) - d.end} bytes after the {req.api_name} v{req.api_version} response body",
                                offset))
-        self._after_response(req.api_key, d.body, req.body)
+        self._after_response(req.api_key, d.body, req.body, size)
         # Positional (inferred, stream_offset, raw, header_tags): keywords cost a dict per response.
         resp = Response(corr, size, first_ts, last_ts, req.api_key, req.api_version, hv, d.body, failure,
                         False, offset, None, tags)
@@ -555,11 +556,12 @@ class Connection:
             out.append(resp)
         out.append(Exchange(req, resp, status))
 
-    def _after_response(self, api_key: int, body: dict[str, Any], request_body: dict[str, Any] | None) -> None:
+    def _after_response(self, api_key: int, body: dict[str, Any], request_body: dict[str, Any] | None,
+                        size: int = 0) -> None:
         if api_key in TEACHING_APIS:     # a method call for each response otherwise, to learn nothing
             self.topics.learn_from_response(api_key, body)
         if api_key in _GROUP_APIS:
-            decode_group_payloads(self._decoders, api_key, "response", body, request_body)
+            decode_group_payloads(self._decoders, api_key, "response", body, request_body, size)
         if not self.options.keep_secrets and needs_redaction(api_key):
             redact(api_key, body, self._sasl_mechanism)
 
@@ -612,7 +614,7 @@ class Connection:
             resp = Response(corr, size, first_ts, last_ts, None, None, None, None, None, stream_offset=offset,
                             raw=frame[4:])
         else:
-            self._after_response(guess.api_key, guess.body, None)
+            self._after_response(guess.api_key, guess.body, None, size)
             resp = Response(corr, size, first_ts, last_ts, guess.api_key, guess.api_version, guess.header_version,
                             guess.body, None, inferred=True, stream_offset=offset)
         if self._messages:

@@ -407,18 +407,36 @@ def _prebuilt(records_hook: Callable[[bytes], Any]) -> dict[int, Callable[[bytes
 class Decoders:
     """Compiled decoders, built on first use and kept for the life of this object."""
 
-    def __init__(self, records_hook: Callable[[bytes], Any] | None = None, code_cache: CodeCache | None = None):
+    def __init__(self, records_hook: Callable[[bytes], Any] | None = None, code_cache: CodeCache | None = None,
+                 *, floor: int = _budget.FLOOR, ratio: int = _budget.RATIO):
         self._records_hook = records_hook or _default_records_hook()
+        # The decoding budget (dissector.budget): a body costs at most max(floor, ratio * its frame's size).
+        self._floor = floor
+        self._ratio = ratio
+        self._unchecked = floor // _budget.MAX_DENSITY    # frames no larger decode unchecked
         self._cache: dict[tuple[int | str, str, int], Callable | None] = {}
         self._budgeted: dict[tuple[int | str, str, int], Callable | None] = {}
         self._safe: dict[tuple[int | str, str, int], int] = {}
         self.code_cache = code_cache      # compiled code kept between runs; settable (see default_decoders)
         self._prebuilt = _prebuilt(self._records_hook)
 
+    def budget(self, size: int) -> int:
+        """The decoded cost a body of a ``size``-byte frame may reach (dissector.budget)."""
+        return _budget.budget(size, self._floor, self._ratio)
+
+    def data_cost(self, name: str, version: int, size: int) -> int:
+        """The most ``size`` bytes of an embedded structure can cost decoded."""
+        key = (name, "density", version)
+        d = self._safe.get(key)
+        if d is None:
+            msg = schema.data_message(name, version)
+            d = self._safe[key] = int(_budget.density(msg.fields)) + 1 if msg is not None else 0
+        return d * size
+
     def unchecked(self, size: int) -> bool:
         """Whether a frame of ``size`` bytes is small enough for the plain decoders whatever its message:
         one comparison on the way of every message (see dissector.budget)."""
-        return size <= _SAFE_ALWAYS
+        return size <= self._unchecked
 
     def decode_large(self, api_key: int | str, kind: str, version: int, b: bytes, o: int) -> Decoded | None:
         """:meth:`decode` for a frame :meth:`unchecked` turns away: within the budget when its message could
@@ -427,7 +445,7 @@ class Decoders:
         safe = self._safe.get(key)
         if safe is None:
             msg = schema.data_message(api_key, version) if kind == "data" else schema.message(api_key, kind, version)
-            safe = self._safe[key] = _budget.safe_size(msg) if msg is not None else 0
+            safe = self._safe[key] = _budget.safe_size(msg, self._floor) if msg is not None else 0
         if len(b) <= safe:
             fn = self.get_data(api_key, version) if kind == "data" else self.get(api_key, kind, version)  # type: ignore[arg-type]
             return run(fn, b, o) if fn is not None else None
@@ -438,7 +456,7 @@ class Decoders:
             self._budgeted[key] = fn
         if fn is None:
             return None
-        return run(fn, b, o, [_budget.budget(len(b))])
+        return run(fn, b, o, [_budget.budget(len(b), self._floor, self._ratio)])
 
     def get(self, api_key: int, kind: str, version: int) -> Callable[[bytes, int, dict], int] | None:
         key = (api_key, kind, version)
@@ -460,7 +478,7 @@ class Decoders:
 
     def decode(self, api_key: int, kind: str, version: int, b: bytes, o: int) -> Decoded | None:
         """Decode a body starting at ``o``; None when the schema lacks the api/version."""
-        if len(b) > _SAFE_ALWAYS:
+        if len(b) > self._unchecked:
             return self.decode_large(api_key, kind, version, b, o)
         fast = self._prebuilt.get(api_key << 17 | version << 1 | (kind == "response"))  # _prebuilt_key
         if fast is not None and type(b) is bytes:
@@ -487,10 +505,6 @@ def default_decoders() -> Decoders:
     if not _shared:
         _shared.append(Decoders())
     return _shared[0]
-
-
-# Below this size no frame can overdraw the budget's floor, whatever its message (dissector.budget).
-_SAFE_ALWAYS = _budget.FLOOR // _budget.MAX_DENSITY
 
 
 def run(fn: Callable[..., int], b: bytes, o: int, k: list[int] | None = None) -> Decoded:
