@@ -12,8 +12,9 @@ The rows are the same either way; only the bytes of the last segment each direct
 kept to vet a retransmission of them (``tcp_conflict``), are not carried over.
 
 Connections not Kafka and connections ended (kept a while to recognise stragglers) rest too,
-as their verdict alone. TLS connections, Kafka 0.7 connections and those in the middle of
-anything stay live.
+as their verdict alone, and so do connections that have carried no data yet (a handshake, a
+SYN flood), as their sequence numbers. TLS connections, Kafka 0.7 connections and those in the
+middle of anything stay live.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ import marshal
 import struct
 from typing import Any
 
-from capture.flows import IGNORED, KAFKA, Flow
+from capture.flows import IGNORED, KAFKA, UNDECIDED, Flow
 from capture.packet import key_endpoints, reverse_key
 from capture.reassembly import HalfStream
 
 # Kinds of record: its first byte after the time.
-_KAFKA, _IGNORED, _CLOSED = 0, 1, 2
+_KAFKA, _IGNORED, _CLOSED, _QUIET = 0, 1, 2, 3      # _QUIET: undecided, no byte of data yet (a handshake)
 _HEAD = struct.Struct("<qB")          # last activity (capture ns), kind; then marshal's bytes
 
 
@@ -37,6 +38,7 @@ def last_ts(record: bytes) -> int:
 
 
 def is_kafka(record: bytes) -> bool:
+    """Whether the connection was Kafka (its end is an event), not ignored, ended or without data yet."""
     return record[8] == _KAFKA
 
 
@@ -81,10 +83,18 @@ def rest(flow: Flow, words: Words) -> bytes | None:
     if flow.state == IGNORED:
         return _HEAD.pack(flow.last_ts, _IGNORED) + marshal.dumps((flow.key <= flow.rkey, flow.serial,
                                                                     flow.first_ts))
-    if flow.state != KAFKA or flow.gate is not None or flow.closing:
-        return None
     h0, h1 = flow.h0, flow.h1
-    if h0._offs or h1._offs or h0.fin_off is not None or h1.fin_off is not None:
+    if (flow.gate is not None or flow.closing or h0._offs or h1._offs or h0.fin_off is not None
+            or h1.fin_off is not None):
+        return None
+    if flow.state == UNDECIDED:
+        # Only a handshake (a SYN flood, a client that connected and waits): no bytes to detect from yet.
+        if flow.ops or flow.bufs[0] or flow.bufs[1] or flow.causal_cap is not None:
+            return None
+        return _HEAD.pack(flow.last_ts, _QUIET) + marshal.dumps((
+            flow.key <= flow.rkey, flow.serial, flow.first_ts, flow.client_half, flow.syn_seen, _half(h0), _half(h1),
+            tuple(flow.full), tuple(flow.lost_start)))
+    if flow.state != KAFKA:
         return None
     conn = flow.conn
     inner = getattr(conn, "inner", conn)       # an AutoConnection, once decided, is its inner connection
@@ -117,6 +127,15 @@ def wake(record: bytes, canon: bytes, pipeline: Any) -> Flow:
     if kind == _IGNORED:
         flow.state = IGNORED
         flow.skip = True
+        return flow
+    if kind == _QUIET:
+        _, _, _, client_half, syn_seen, half0, half1, full, lost_start = fields
+        if client_half is not None:
+            flow.set_roles(client_half)
+        flow.syn_seen = syn_seen
+        _set_half(flow.h0, half0)
+        _set_half(flow.h1, half1)
+        flow.full, flow.lost_start = list(full), list(lost_start)
         return flow
     (_, _, _, client_half, syn_seen, capped, detection, handshake_seen, info_first, info_last, half0, half1,
      state) = fields

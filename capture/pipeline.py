@@ -54,6 +54,12 @@ def _last_ts(flow: Flow) -> int:
     return flow.last_ts
 
 
+def _carried_data(flow: Flow) -> bool:
+    """Whether an undecided connection saw bytes of data (or lost some): what a verdict is about."""
+    return bool(flow.bufs[0] or flow.bufs[1]) or any(
+        op[0] == DATA or (op[0] == GAP and op[4] != "midstream") for _, op in flow.ops)
+
+
 _GAP_WHY: dict[str, Callable[[int | None], str]] = {
     "midstream": lambda n: "the capture began after this direction's first bytes",
     "lost": lambda n: f"{n} bytes missing from the capture",
@@ -803,10 +809,12 @@ class Pipeline:
         if flow.gate is not None:
             out += self._release(flow, ts, everything=True)
         if flow.state == UNDECIDED:
-            d = self.detector.decide((bytes(flow.bufs[0]), bytes(flow.bufs[1])),
-                                     (flow.full[0], flow.full[1]), self._known_client(flow),
-                                     flow.src_ports, final=True)
-            if d is not None and (flow.ops or d.verdict is not Verdict.KAFKA):
+            d = None
+            if _carried_data(flow):              # (a verdict is counted: only for a connection with data)
+                d = self.detector.decide((bytes(flow.bufs[0]), bytes(flow.bufs[1])),
+                                         (flow.full[0], flow.full[1]), self._known_client(flow),
+                                         flow.src_ports, final=True)
+            if d is not None:
                 out += self._decided(flow, d, ts)
             else:
                 flow.state = IGNORED             # nothing but handshakes and ACKs
@@ -855,14 +863,16 @@ class Pipeline:
         linger, idle = int(o.linger * NS), int(o.idle_timeout * NS)
         crowded = len(self.table) > o.soft_flows
         dormant = self.table.dormant
-        for canon, record in list(dormant.items()):      # oldest first, roughly: the first recent one ends it
+        gone: list[bytes] = []
+        for canon, record in dormant.items():      # oldest first, roughly: the first recent one ends it
             quiet = ts - last_ts(record)
             if quiet <= linger:
                 break
-            if not is_kafka(record):
-                del dormant[canon]                        # ended or not Kafka: kept long enough for stragglers
-            elif crowded and quiet > idle:
-                del dormant[canon]
+            if not is_kafka(record) or (crowded and quiet > idle):
+                gone.append(canon)     # ended, not Kafka or without data: kept long enough for stragglers
+        for canon in gone:
+            record = dormant.pop(canon)
+            if is_kafka(record):
                 yield from self._end(wake(record, canon, self), ts, "idle")
         for flow in list(self.table.flows.values()):
             quiet = ts - flow.last_ts

@@ -125,6 +125,20 @@ def test_undecided_buffering_is_bounded() -> None:
     assert p.stats.connections == {"not_kafka": 1}
 
 
+@pytest.mark.parametrize("port", [9092, 12345])
+def test_a_connection_without_data_is_not_counted_as_not_kafka(port: int) -> None:
+    """Handshakes and ACKs alone say nothing about the protocol: such connections (a health check that
+    only connects, a SYN flood) are neither decoded nor counted among the TCP connections not Kafka."""
+    quiet = pt.Conversation(client=("10.0.0.1", 40000), server=("10.0.0.2", port)).handshake().close()
+    syn_only = pt.Conversation(client=("10.0.0.1", 40001), server=("10.0.0.2", port))
+    syn_only.packet(True, pt.SYN)
+    other = pt.Conversation(client=("10.0.0.1", 40002), server=("10.0.0.2", port)).handshake()
+    other.send(True, HTTP).send(False, HTTP_REPLY).close()
+    p, rec, events = run(quiet.records + syn_only.records + other.records)
+    assert rec.made == [] and events == []
+    assert p.stats.connections == {"not_kafka": 1}          # the HTTP one alone
+
+
 def one_byte_short(corr: int) -> bytes:
     """A Metadata v0 request whose last topic lacks a byte, its size saying so (a client encoder's bug)."""
     bad = pt.metadata_request(corr, ["topic-a"])

@@ -16,7 +16,7 @@ import pytest
 
 from capture import CaptureOptions, ConnectionEnd, Pipeline
 from capture.capfile import open_capture
-from capture.dormant import canonical, rest
+from capture.dormant import canonical, is_kafka, rest
 from dissector import compiled
 from dissector.events import Anomaly, Exchange
 from tests.capture import pcaptools as pt
@@ -89,6 +89,29 @@ def test_a_syn_on_a_resting_connection_ends_it_and_starts_the_next() -> None:
     reused = [e for e in resting if "reason='reused'" in e]
     assert len(reused) == 1 and "10.0.0.1:40000-10.0.0.2:9092#1" in reused[0]
     assert any("10.0.0.1:40000-10.0.0.2:9092#2" in e for e in resting)
+
+
+def test_a_connection_with_only_its_handshake_rests_and_wakes_to_be_decoded() -> None:
+    """A client that connected and waits (or a SYN flood) rests as its sequence numbers; its first request,
+    whenever it comes, is detected and decoded as if it had stayed live."""
+    first = pt.Conversation(client=("10.0.0.1", 40000), server=("10.0.0.2", 9092),
+                            ts=1_700_000_000_000_000_000 - 1_000_000).handshake()
+    rest_of_first = pt.Conversation(client=("10.0.0.1", 40000), server=("10.0.0.2", 9092))
+    rest_of_first.seq, rest_of_first.ts = dict(first.seq), first.ts + 100_000_000
+    rest_of_first.send(True, pt.api_versions_request(7)).send(False, pt.api_versions_response(7)).close()
+    others = [conversation(40001 + i) for i in range(4)]
+    records = first.records + [r for c in others for r in c.records] + rest_of_first.records
+    plain, live = events(records)
+    resting, p = events(records, soft_flows=2)
+    assert resting == plain and p.stats.woken == 1
+    assert p.stats.connections == live.stats.connections == {"kafka": 5}
+    assert any("'x'" in e and "40000" in e and "'ok'" in e for e in resting)
+
+    p = Pipeline(CaptureOptions())
+    list(p.run(first.records, final=False))
+    (flow,) = p.table.flows.values()
+    record = rest(flow, p.table.words)
+    assert record is not None and len(record) < 160 and not is_kafka(record)
 
 
 def test_what_stays_live_and_what_a_record_costs() -> None:
