@@ -8,6 +8,7 @@ cdef class Decoders:
     cdef public Py_ssize_t _unchecked
     cpdef get(self, api_key, kind, version)
     cpdef decode(self, api_key, kind, version, b, o)
+    cpdef _plain(self, api_key, kind, version, b, o)
 
 cdef class Decoded:
     cdef public object body, end, failure

@@ -447,7 +447,9 @@ class Decoders:
             msg = schema.data_message(api_key, version) if kind == "data" else schema.message(api_key, kind, version)
             safe = self._safe[key] = _budget.safe_size(msg, self._floor) if msg is not None else 0
         if len(b) <= safe:
-            fn = self.get_data(api_key, version) if kind == "data" else self.get(api_key, kind, version)  # type: ignore[arg-type]
+            if kind != "data":
+                return self._plain(api_key, kind, version, b, o)  # type: ignore[arg-type]
+            fn = self.get_data(api_key, version)  # type: ignore[arg-type]
             return run(fn, b, o) if fn is not None else None
         fn = self._budgeted.get(key, False)
         if fn is False:
@@ -480,6 +482,10 @@ class Decoders:
         """Decode a body starting at ``o``; None when the schema lacks the api/version."""
         if len(b) > self._unchecked:
             return self.decode_large(api_key, kind, version, b, o)
+        return self._plain(api_key, kind, version, b, o)
+
+    def _plain(self, api_key: int, kind: str, version: int, b: bytes, o: int) -> Decoded | None:
+        """Decode without a budget: the compiled decoder when there is one, else the executed source."""
         fast = self._prebuilt.get(api_key << 17 | version << 1 | (kind == "response"))  # _prebuilt_key
         if fast is not None and type(b) is bytes:
             r: dict[str, Any] = {}

@@ -67,6 +67,7 @@ I64_MAX = (1 << 63) - 1
 # offset delta); anything else cannot, and needs no check per record.
 _NEAR_MIN = I64_MIN + (1 << 31)
 _NEAR_MAX = I64_MAX - (1 << 31)
+_I64_TOP, _I64_BOTTOM = I64_MAX, I64_MIN      # as C integers when compiled (records.pxd)
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
 # lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch,
@@ -414,13 +415,13 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
                 codec = 8
             if max_ts is None or max_t > max_ts:
                 max_ts = max_t
-            if _NEAR_MIN < offset < _NEAR_MAX:
-                last_offset = offset + lod
+            # Compiled, C integers (records.pxd): the sum is checked before it is made, as C's would wrap.
+            if (lod > 0 and offset > _I64_TOP - lod) or (lod < 0 and offset < _I64_BOTTOM - lod):
+                last_offset = None
+                out_of_range = (f"{OUT_OF_RANGE}: batch at byte {pos}: last offset (base offset {offset} + last "
+                                f"offset delta {lod}) beyond int64: null")
             else:
-                last_offset = _in_int64(offset + lod)
-                if last_offset is None:
-                    out_of_range = (f"{OUT_OF_RANGE}: batch at byte {pos}: last offset (base offset {offset} + last "
-                                    f"offset delta {lod}) beyond int64: null")
+                last_offset = offset + lod
             records += count
             if attrs & 0x10:
                 transactional = True
