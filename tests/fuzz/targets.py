@@ -434,8 +434,9 @@ DETECTION_PORTS = (9092, 9093, 29092, 12345, 8080, 5432)
 def detection(data: bytes) -> None:
     """One TCP connection through the pipeline with default detection (no ``--ports``): exactly one
     verdict for a connection that carried data, none otherwise (nothing disappears unseen); a client
-    that opens with a whole request that decodes, or a plausible request header, is Kafka; events of
-    documented kinds, never a ``dissector_error``.
+    that opens the conversation with a whole request that decodes, or a plausible request header, is
+    Kafka (a server that speaks first is not: Kafka's broker only answers); events of documented kinds,
+    never a ``dissector_error``.
 
     Input: a first byte choosing the broker port (bits 0-2) and a capture joined mid-stream (bit 3), then
     chunks: tag bit 0 the direction (0: client to broker), the bytes one segment's payload."""
@@ -450,11 +451,12 @@ def detection(data: bytes) -> None:
     if not midstream:
         c.handshake()
     client = bytearray()
-    sent = False
+    sent = server_first = False
     for tag, b in chunks(data[1:]):
         if not b:
             continue
         c.packet(not tag & 1, pt.ACK | pt.PSH, b)
+        server_first |= bool(tag & 1) and not client
         sent = True
         if not tag & 1 and not midstream and len(client) < 1 << 16:
             client += b
@@ -465,7 +467,7 @@ def detection(data: bytes) -> None:
     if verdicts != (1 if sent else 0):
         raise InvariantBroken(f"{verdicts} verdicts for a connection {'with' if sent else 'without'} data: "
                               f"{pipe.stats.connections}")
-    if midstream or not client or client[0] == 0x16:
+    if midstream or server_first or not client or client[0] == 0x16:
         return
     first = bytes(client)
     size = plausible_request_header(first, 0)
