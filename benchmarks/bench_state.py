@@ -2,12 +2,16 @@
 """Peak RSS stays flat however long the capture: the state caps at work.
 
     python benchmarks/bench_state.py connections [--count 2000000] [--rate 10000]
+    python benchmarks/bench_state.py idle        [--count 300000] [--rate 10000] [--max-flows N]
     python benchmarks/bench_state.py unanswered  [--count 1000000]
     python benchmarks/bench_state.py synflood    [--count 2000000] [--rate 10000]
 
 ``connections``: a synthetic capture of COUNT short Kafka connections (handshake,
 an ApiVersions request and its response, FIN both ways), RATE new connections per
 second of capture time, each from its own client address and port.
+``idle``: COUNT connections that never close (handshake, one ApiVersions request and its
+response, the client's ACK), all still open at the end: the cost of a live connection at
+rest, with the flow table raised to COUNT (``--max-flows``) so none is evicted.
 ``unanswered``: one connection on which the client sends COUNT Metadata requests
 and the broker only acknowledges them, never answers.
 ``synflood``: COUNT SYNs from distinct addresses that are never answered.
@@ -49,8 +53,19 @@ def rss_mb() -> tuple[float, float]:
 def short_connections(count: int, rate: int) -> Iterator[tuple[int, int, bytes, int]]:
     c = pt.Conversation(client=("10.0.0.1", 40000), server=("10.255.0.1", 9092), ts=0).handshake()
     c.send(True, pt.api_versions_request(1)).send(False, pt.api_versions_response(1)).close()
+    yield from _readdressed(c.records, count, rate)
+
+
+def idle_connections(count: int, rate: int) -> Iterator[tuple[int, int, bytes, int]]:
+    c = pt.Conversation(client=("10.0.0.1", 40000), server=("10.255.0.1", 9092), ts=0).handshake()
+    c.send(True, pt.api_versions_request(1)).send(False, pt.api_versions_response(1))
+    yield from _readdressed(c.records, count, rate)
+
+
+def _readdressed(records: list, count: int, rate: int) -> Iterator[tuple[int, int, bytes, int]]:  # type: ignore[type-arg]
+    """``records`` of one connection, repeated COUNT times, each time from another client address and port."""
     template = [(ts, lt, bytes(data), from_client)
-                for (ts, lt, data, _), from_client in zip(c.records, _from_client(c.records))]
+                for (ts, lt, data, _), from_client in zip(records, _from_client(records))]
     step = NS // rate
     pack_ip, pack_port = struct.Struct("!I").pack_into, struct.Struct("!H").pack_into
     for i in range(count):
@@ -94,18 +109,26 @@ def unanswered(count: int) -> Iterator[tuple[int, int, bytes, int]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("kind", choices=["connections", "unanswered", "synflood"])
+    ap.add_argument("kind", choices=["connections", "idle", "unanswered", "synflood"])
     ap.add_argument("--count", type=int, default=None, help="connections (2,000,000) or requests (1,000,000)")
     ap.add_argument("--rate", type=int, default=10_000, help="new connections per second of capture time")
+    ap.add_argument("--max-flows", type=int, default=None,
+                    help="the flow table's cap (default: CaptureOptions'; idle: COUNT, so nothing is evicted)")
     args = ap.parse_args()
-    count = args.count or (1_000_000 if args.kind == "unanswered" else 2_000_000)
+    count = args.count or {"unanswered": 1_000_000, "idle": 300_000}.get(args.kind, 2_000_000)
+    options = CaptureOptions(ports=frozenset({9092}))
     if args.kind == "connections":
         source, per_unit = short_connections(count, args.rate), 10     # packets per connection
+    elif args.kind == "idle":
+        source, per_unit = idle_connections(count, args.rate), 7
+        options.max_flows = max(options.max_flows, count)
     elif args.kind == "synflood":
         source, per_unit = syn_flood(count, args.rate), 1
     else:
         source, per_unit = unanswered(count), 1                      # about a packet per request
-    p = Pipeline(CaptureOptions(ports=frozenset({9092})))
+    if args.max_flows is not None:
+        options.max_flows = args.max_flows
+    p = Pipeline(options)
     print(f"{args.kind}: {count:,}  (load {open('/proc/loadavg').read().split()[0]})")
     print(f"{'done':>10} {'packets':>11} {'rss MB':>8} {'peak MB':>8} {'flows':>8} {'exchanges':>10} "
           f"{'anomalies':>9} {'cpu s':>8}")

@@ -2,33 +2,43 @@
 
 A capture's packet order is not always the order things happened: two taps
 merged by timestamp, ``-i any`` over a multi-queue NIC or a mirror port can
-show a reply a few microseconds before the request it answers. TCP itself
-says what came first: a segment's ACK number tells which bytes of the other
-direction its sender had already received. So a segment whose ACK covers
-bytes of the other direction that have not reached the dissector yet waits
-(with every later segment of its direction, to keep their order) until those
-bytes have been delivered, or declared lost by a gap.
+show a reply a few microseconds before the request it answers, or a segment
+after the peer's ACK of it. TCP itself says what came first: a segment's ACK
+number tells which bytes of the other direction its sender had already
+received.
+
+So each direction is first put in order by sequence number
+(:class:`capture.reassembly.HalfStream`, which holds out-of-order segments until
+their holes fill), and only then is its in-order data handed on: bytes whose
+segment acknowledged bytes of the other direction that have not been handed on
+yet wait (with every later operation of their direction, to keep their order)
+until those bytes have been, or declared lost by a gap. Reassembly itself never
+waits on the gate: a late segment fills its hole as soon as it is captured, even
+while data of its own direction waits here for the other one.
 
 The wait is bounded, so a real loss still resolves and memory stays bounded:
-a held segment goes on anyway once it has waited ``max_wait`` of capture time,
-or when the connection holds more than ``max_segments`` segments or
-``max_bytes`` bytes (the oldest first; that cap biting is reported once per
-connection). Timestamps are not touched: latency stays what the capture
-measured, negative when the clocks of two taps disagree.
+a held operation goes on anyway once ``max_reorder_segments`` more segments of
+the connection have been captured, or it has waited ``max_wait`` of capture time
+(the bytes it waits for, if a hole, are declared lost first), or when the
+connection holds more than ``max_segments`` operations or ``max_bytes`` bytes
+(the oldest first; that cap biting is reported once per connection). The wait is
+counted in segments first because reordering is: a late copy comes a few packets
+later, however long the connection then sits idle.
+Timestamps are not touched: latency stays what the capture measured, negative
+when the clocks of two taps disagree.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-from capture.packet import ACK
-from capture.reassembly import HALF, MASK, MAX_JUMP, HalfStream
+from capture.reassembly import DATA, HALF, MASK, MAX_JUMP, HalfStream
 
-Segment = tuple  # capture.packet's (key, sport, dport, seq, ack, flags, payload, missing)
+Op = tuple  # capture.reassembly's operations
 
 
 def acked_ahead(peer: HalfStream, ack: int) -> bool:
-    """Does ``ack`` acknowledge bytes of ``peer`` that have not been delivered (nor declared lost)?"""
+    """Does ``ack`` acknowledge bytes of ``peer`` that have not been ordered (nor declared lost)?"""
     nxt = peer.next_seq
     if nxt is None:
         return False                     # the other direction has not started: nothing to wait for
@@ -41,27 +51,40 @@ def acked_ahead(peer: HalfStream, ack: int) -> bool:
     return d < MAX_JUMP
 
 
-class CausalGate:
-    """Segments of one connection held back for causal order, per direction (half 0 / half 1)."""
+def needed(peer: HalfStream, ack: int) -> int | None:
+    """The stream offset of ``peer`` up to which ``ack`` says bytes were received, if it is a plausible one."""
+    if peer.next_seq is None:
+        return None
+    at = peer.position(ack)
+    if peer.fin_off is not None and at > peer.fin_off:
+        at = peer.fin_off                # the ACK of a FIN counts one sequence number that is not a byte
+    return at if -MAX_JUMP < at - peer.offset < MAX_JUMP else None
 
-    __slots__ = ("bytes", "held")
+
+class CausalGate:
+    """Operations of one connection held back for causal order, per direction (half 0 / half 1)."""
+
+    __slots__ = ("bytes", "held", "segments")
 
     def __init__(self) -> None:
-        # Per half: (segment, capture ts) in arrival order.
-        self.held: tuple[deque[tuple[Segment, int]], deque[tuple[Segment, int]]] = (deque(), deque())
+        # Per half: (operation, ack, segments counted when it was held) in stream order.
+        self.held: tuple[deque[tuple[Op, int | None, int]], deque[tuple[Op, int | None, int]]] = (deque(), deque())
         self.bytes = 0
+        self.segments = 0                # segments of the connection captured since the gate was made
 
     def __bool__(self) -> bool:
         return bool(self.held[0] or self.held[1])
 
-    def hold(self, h: int, seg: Segment, ts: int) -> None:
-        self.held[h].append((seg, ts))
-        self.bytes += len(seg[6])
+    def hold(self, h: int, op: Op, ack: int | None) -> None:
+        self.held[h].append((op, ack, self.segments))
+        if op[0] == DATA:
+            self.bytes += len(op[2])
 
-    def pop(self, h: int) -> tuple[Segment, int]:
-        seg, ts = self.held[h].popleft()
-        self.bytes -= len(seg[6])
-        return seg, ts
+    def pop(self, h: int) -> Op:
+        op = self.held[h].popleft()[0]
+        if op[0] == DATA:
+            self.bytes -= len(op[2])
+        return op
 
     def oldest_half(self) -> int:
         a, b = self.held
@@ -69,12 +92,31 @@ class CausalGate:
             return 0
         if not a:
             return 1
-        return 0 if a[0][1] <= b[0][1] else 1
+        return 0 if a[0][0][3] <= b[0][0][3] else 1
 
     def over(self, max_segments: int, max_bytes: int) -> bool:
         return len(self.held[0]) + len(self.held[1]) > max_segments or self.bytes > max_bytes
 
-    def due(self, h: int, halves: tuple[HalfStream, HalfStream], now: int, max_wait: int) -> bool:
-        """May the first held segment of half ``h`` go on: what it acknowledges is delivered, or it waited long enough."""
-        seg, ts = self.held[h][0]
-        return now - ts > max_wait or not (seg[5] & ACK and acked_ahead(halves[1 - h], seg[4]))
+    def delivered(self, h: int, stream: HalfStream) -> int:
+        """How far half ``h`` has been handed on: the offset of its first held operation, else all it ordered."""
+        q = self.held[h]
+        return q[0][0][1] if q else stream.offset
+
+    def waits_for(self, h: int, halves: tuple[HalfStream, HalfStream]) -> int | None:
+        """The offset of the other half that the first held operation of half ``h`` waits for, or None if it may go."""
+        op, ack, _ = self.held[h][0]
+        if ack is None:
+            return None
+        other = 1 - h
+        at = needed(halves[other], ack)
+        if at is None or at <= self.delivered(other, halves[other]):
+            return None
+        return at
+
+    def age(self, h: int, now: int) -> int:
+        """Capture time the first held operation of half ``h`` has waited."""
+        return now - self.held[h][0][0][3]
+
+    def waited(self, h: int) -> int:
+        """Segments of the connection captured since the first held operation of half ``h`` was held."""
+        return self.segments - self.held[h][0][2]

@@ -4,6 +4,12 @@ By default every TCP connection is examined: it is Kafka when its first client
 bytes parse as a plausible request (``sniff_request``; a Kafka 0.7 request counts too), or, joined mid-stream,
 when a plausible request frame turns up in one direction within the first
 ``limit`` bytes (``find_request_frame``); that direction is client->broker.
+A first request that does not decode is not a reason to forget a connection: its
+header is enough where it is plausible (a sane size, a known api key and version),
+and on a Kafka port (``WELL_KNOWN_PORTS``) a sane size and a known api key and
+version will do; the dissector then reports the request as malformed and decodes
+what follows. Joined mid-stream, two plausible request headers one right after
+the other (the second where the first frame's size says) are evidence enough.
 With explicit ports, traffic on them is taken as Kafka without asking.
 TLS on a Kafka port is recognised and reported as such (seen, not decodable).
 """
@@ -16,7 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-WELL_KNOWN_PORTS = frozenset({9092, 9093, 9094, 9192, 9193, 9194})
+# Ports brokers listen on by convention: Kafka's registered 9092, the usual TLS and SASL listeners
+# beside it (9093, 9094), Amazon MSK's (9096 SASL/SCRAM, 9098 IAM, 9194/9196/9198 public), the
+# 919x test clusters, and the external listeners of Docker and Redpanda set-ups (19092, 29092).
+WELL_KNOWN_PORTS = frozenset({9092, 9093, 9094, 9096, 9098, 9192, 9193, 9194, 9196, 9198, 19092, 29092})
 
 
 def parse_ports(spec: str) -> frozenset[int]:
@@ -61,15 +70,18 @@ class KafkaProbe:
     kafka: Any                                         # the Sniff members to compare with
     not_kafka: Any
     find_whole_request: Callable[[bytes, int], int | None] | None = None   # a whole frame that decodes
+    known_request: Callable[[int, int], bool] | None = None    # does the schema have this api key and version
+    max_frame: int = 100 << 20
 
     @classmethod
     def from_dissector(cls) -> KafkaProbe:
-        from dissector.framing import Sniff
+        from dissector.framing import DEFAULT_MAX_FRAME, Sniff, known_request
         from dissector.protocols import find_request_frame, sniff_request   # 0.8+ requests, and 0.7 ones
 
         def whole(data: bytes, start: int) -> int | None:
             return find_request_frame(data, start, require_complete=True)
-        return cls(sniff_request, find_request_frame, Sniff.KAFKA, Sniff.NOT_KAFKA, whole)
+        return cls(sniff_request, find_request_frame, Sniff.KAFKA, Sniff.NOT_KAFKA, whole, known_request,
+                   DEFAULT_MAX_FRAME)
 
 
 def looks_like_tls(data: bytes, handshake_only: bool) -> bool:
@@ -86,14 +98,38 @@ def looks_like_tls(data: bytes, handshake_only: bool) -> bool:
 # A PostgreSQL startup message reads as a Metadata v0 request header (protocol
 # 3.0 = api key 3, version 0); its first parameter name gives it away.
 _PG_STARTUP = re.compile(rb"....\x00\x03\x00\x00[a-z_][a-z_.]*\x00", re.DOTALL)
+# An HTTP request line (a health check or a web UI on a port Kafka often has).
+_HTTP = re.compile(rb"(?:GET|POST|PUT|HEAD|DELETE|OPTIONS|PATCH|CONNECT|TRACE|PRI) [\x21-\x7e]")
 
 
 def _obviously_other(data: bytes) -> bool:
-    return _PG_STARTUP.match(data) is not None
+    return _PG_STARTUP.match(data) is not None or _HTTP.match(data) is not None
 
 
 def _incomplete_at_start(data: bytes) -> bool:
     return len(data) >= 4 and int.from_bytes(data[:4], "big") + 4 > len(data)
+
+
+def _header_like(data: bytes, probe: KafkaProbe) -> bool:
+    """A request frame's size (8 bytes to 100 MiB) and a known api key and version, whatever follows."""
+    if len(data) < 8 or probe.known_request is None:
+        return False
+    size = int.from_bytes(data[:4], "big", signed=True)
+    return 8 <= size <= probe.max_frame and probe.known_request(int.from_bytes(data[4:6], "big", signed=True),
+                                                                 int.from_bytes(data[6:8], "big", signed=True))
+
+
+def _chained_requests(data: bytes, probe: KafkaProbe) -> bool:
+    """Two plausible request headers in ``data``, the second exactly where the first frame ends."""
+    pos = 0
+    while True:
+        at = probe.find_request_frame(data, pos)
+        if at is None:
+            return False
+        nxt = at + 4 + int.from_bytes(data[at:at + 4], "big")
+        if nxt + 14 <= len(data) and probe.find_request_frame(data, nxt) == nxt:
+            return True
+        pos = at + 1
 
 
 def _response_like(data: bytes) -> bool:
@@ -170,6 +206,14 @@ class Detector:
         if sniff == self.probe.kafka:
             return Decision(Verdict.KAFKA, client, "first client bytes are a Kafka request")
         if sniff == self.probe.not_kafka:
+            # The whole first frame is there and does not decode (or its header is not a request's).
+            # A plausible header still says Kafka: the request is malformed, not the connection foreign.
+            if self.probe.find_request_frame(c, 0) == 0:
+                return Decision(Verdict.KAFKA, client,
+                                "a plausible Kafka request header (its body does not decode: malformed)")
+            if on_kafka_port and _header_like(c, self.probe):
+                return Decision(Verdict.KAFKA, client,
+                                "a Kafka request size, api key and version on a Kafka port (the rest does not decode)")
             return Decision(Verdict.NOT_KAFKA, client, "first client bytes are not a Kafka request")
         if not (final or full[client]):
             return None
@@ -212,6 +256,10 @@ class Detector:
                        and probe.find_request_frame(bufs[h], 0) == 0]
             if len(started) == 1:
                 return Decision(Verdict.KAFKA, started[0], "a large Kafka request starts one direction")
+        chained = [h for h in halves if h != broker and _chained_requests(bufs[h], probe)]
+        if len(chained) == 1:
+            # Frames that do not decode, but whose headers follow one another as request frames do.
+            return Decision(Verdict.KAFKA, chained[0], "consecutive Kafka request headers in one direction")
         if on_kafka_port and (final or any(full)):
             # Only responses seen (a one-sided capture, or a long response): trust the Kafka
             # port, if the broker's bytes start like a response frame.

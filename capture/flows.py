@@ -86,11 +86,11 @@ class Flow:
     )
 
     def __init__(self, key: bytes, sport: int, dport: int, ts: int, serial: int,
-                 max_bytes: int, max_segments: int, max_hole_age: int) -> None:
+                 max_bytes: int, max_segments: int, max_hole_age: int, ack_wait: int = 64) -> None:
         self.key = key
         self.rkey = reverse_key(key)
-        self.h0 = HalfStream(max_bytes, max_segments, max_hole_age)
-        self.h1 = HalfStream(max_bytes, max_segments, max_hole_age)
+        self.h0 = HalfStream(max_bytes, max_segments, max_hole_age, ack_wait)
+        self.h1 = HalfStream(max_bytes, max_segments, max_hole_age, ack_wait)
         self.src_ports = (sport, dport)
         self.state = UNDECIDED
         self.conn: Any = None                  # the dissector Connection once Kafka
@@ -150,19 +150,30 @@ class Flow:
 
 
 class FlowTable:
-    """Both directions' keys -> the flow, plus per-4-tuple connection counters for ``#n``."""
+    """Both directions' keys -> the flow, plus per-4-tuple connection counters for ``#n``, and the
+    connections at rest, each a compact record (capture.dormant) by its canonical key."""
 
     def __init__(self, max_serials: int = 200_000) -> None:
         self.index: dict[bytes, tuple[Flow, int, HalfStream, HalfStream]] = {}
         self.flows: dict[bytes, Flow] = {}     # by the flow's own first key: each flow once
+        self.dormant: dict[bytes, bytes] = {}  # at rest, oldest first (roughly: in the order they came to rest)
+        from capture.dormant import Words     # (capture.dormant builds flows: imported here, not at the top)
+        self.words = Words()                   # texts the records share
         self._serials: dict[bytes, int] = {}
         self._max_serials = max_serials
 
     def __len__(self) -> int:
-        return len(self.flows)
+        """Connections tracked, live or at rest."""
+        return len(self.flows) + len(self.dormant)
+
+    def adopt(self, flow: Flow) -> None:
+        """A flow woken from rest: back in the index, under the serial it had."""
+        self.index[flow.key] = flow.entries[0]
+        self.index[flow.rkey] = flow.entries[1]
+        self.flows[flow.key] = flow
 
     def create(self, key: bytes, sport: int, dport: int, ts: int, max_bytes: int, max_segments: int,
-               max_hole_age: int) -> Flow:
+               max_hole_age: int, ack_wait: int = 64) -> Flow:
         rkey = reverse_key(key)
         canon = min(key, rkey)
         serial = self._serials.get(canon, 0) + 1
@@ -171,7 +182,7 @@ class FlowTable:
             for k in list(self._serials)[: self._max_serials // 2]:
                 del self._serials[k]
         self._serials[canon] = serial
-        flow = Flow(key, sport, dport, ts, serial, max_bytes, max_segments, max_hole_age)
+        flow = Flow(key, sport, dport, ts, serial, max_bytes, max_segments, max_hole_age, ack_wait)
         self.index[key] = flow.entries[0]
         self.index[rkey] = flow.entries[1]
         self.flows[key] = flow

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from capture import linktypes
-from capture.causal import CausalGate, acked_ahead
+from capture.causal import CausalGate, needed
 from capture.detect import Decision, Detector, KafkaProbe, Verdict
+from capture.dormant import canonical, is_kafka, last_ts, rest, wake
 from capture.flows import (
     IGNORED,
     KAFKA,
@@ -32,6 +33,7 @@ from capture.reassembly import CONFLICT, DATA, GAP, HALF, MASK, HalfStream
 from capture.shard import Share, ShareFilter
 from capture.records import RawRecord, RecordSource, problem
 from capture.tls.keylog import KeyLog
+from dissector.connection import Connection
 from dissector.connection import Options as DissectorOptions
 from dissector.held import HeldBytes
 from dissector.infer import InferenceBudget
@@ -48,12 +50,24 @@ def _unsupported(data: bytes, wirelen: int) -> PacketIssue:
     return UNSUPPORTED
 
 
+def _last_ts(flow: Flow) -> int:
+    return flow.last_ts
+
+
+def _carried_data(flow: Flow) -> bool:
+    """Whether an undecided connection saw bytes of data (or lost some): what a verdict is about."""
+    return bool(flow.bufs[0] or flow.bufs[1]) or any(
+        op[0] == DATA or (op[0] == GAP and op[4] != "midstream") for _, op in flow.ops)
+
+
 _GAP_WHY: dict[str, Callable[[int | None], str]] = {
     "midstream": lambda n: "the capture began after this direction's first bytes",
     "lost": lambda n: f"{n} bytes missing from the capture",
     "truncated": lambda n: f"{n} bytes cut by the capture's snaplen",
     "reorder_limit": lambda n: f"{n} bytes still missing when the out-of-order buffer reached its cap "
                                "(max_pending_bytes / max_pending_segments); declared lost",
+    "acked": lambda n: f"{n} bytes the peer acknowledged never reached the capture (waited for past "
+                       "max_causal_wait); declared lost",
 }
 
 
@@ -66,13 +80,17 @@ class CaptureOptions:
     max_pending_bytes: int = 4 << 20         # out-of-order bytes held per direction
     max_pending_segments: int = 2048
     max_hole_age: float = 10.0               # seconds a hole may wait for its retransmission
-    max_flows: int = 100_000                 # hard cap: least recently active flows are evicted
+    # Bytes the peer acknowledged, or that data of the peer waits for (causal order), are waited for
+    # this many more segments of their connection (capture order, not time: reordering is counted in
+    # packets), then declared lost; max_hole_age / max_causal_wait bound the wait in capture time.
+    max_reorder_segments: int = 64
+    max_flows: int = 500_000                 # hard cap, live and resting: least recently active are ended
     soft_flows: int = 10_000                 # above this, flows idle longer than idle_timeout go
     idle_timeout: float = 600.0              # seconds of capture time
     linger: float = 120.0                    # closed / ignored / undecided flows are dropped after this idle
     report_limit: int = 100                  # per kind, for per-packet capture anomalies
     # Causal order across directions (capture/causal.py): how long / how much may wait.
-    max_causal_wait: float = 1.0             # seconds of capture time
+    max_causal_wait: float = 10.0            # seconds of capture time (see max_reorder_segments)
     max_causal_segments: int = 1024          # per connection
     max_causal_bytes: int = 4 << 20          # per connection
     max_held_frame_bytes: int = 1 << 30      # bytes of frames still arriving, all connections (dissector/held.py)
@@ -113,6 +131,8 @@ class CaptureStats:
     causal_held: int = 0                     # segments held back until what they acknowledge was delivered
     causal_forced: int = 0                   # ... let go by the per-connection cap instead
     dissector_errors: int = 0                # exceptions from the dissector (bugs), contained
+    rested: int = 0                          # connections put to rest as compact records (capture.dormant)
+    woken: int = 0                           # ... and woken again by a packet
     kernel_drops: int | None = None          # live capture only, when the OS tells
 
 
@@ -148,12 +168,12 @@ def _established(pipe: Pipeline, flow: Flow, h: int, hs: HalfStream, peer: HalfS
         return None
     if flow.gate is not None or (flags & ACK and peer.next_seq is not None
                                  and 0 < (ack - peer.next_seq) & MASK < HALF):
-        return pipe._causal(flow, h, seg, ts)    # it acknowledges bytes not seen yet
+        return pipe._segment(flow, h, seg, ts)   # it acknowledges bytes not seen yet, or others wait
     released = None
     if flags & ACK:
         peer.peer_ack = ack
         if peer._offs:
-            released = pipe._general(flow, 1 - h, peer.acked(ts))
+            released = pipe._emit(flow, 1 - h, peer.acked(ts), ts)
     if not payload and not missing:
         return released
     # Fast path: the next bytes in order, nothing buffered, all captured.
@@ -176,9 +196,9 @@ def _established(pipe: Pipeline, flow: Flow, h: int, hs: HalfStream, peer: HalfS
             else:
                 evs = None
         else:
-            evs = pipe._deliver_undecided(flow, h, [(DATA, off, payload, ts)])
+            evs = pipe._deliver_undecided(flow, h, [(DATA, off, payload, ts, ack if flags & ACK else None)])
     else:
-        evs = pipe._general(flow, h, hs.add(seq, payload, missing, ts))
+        evs = pipe._emit(flow, h, hs.add(seq, payload, missing, ts, ack if flags & ACK else None), ts)
     if released and evs:
         return released + evs
     return evs or released
@@ -196,11 +216,15 @@ class Pipeline:
         # and fetches by id on another.
         self.topics = topics if topics is not None else TopicRegistry()
         self._foreign = ShareFilter(o.share).foreign if o.share is not None and o.share.count > 1 else None
+        # The options connections are made with, to wake resting ones alike (capture.dormant); None when
+        # the caller makes the connections, which then never rest.
+        self._dissector_options: DissectorOptions | None = None
         if connection_factory is None:
             # One budget for the bytes of unfinished frames, shared by this capture's connections.
             dissector_options = replace(o.dissector or DissectorOptions(), held=HeldBytes(o.max_held_frame_bytes),
                                         inference=InferenceBudget())
             connection_factory = connection_factory_for(dissector_options, self.topics, o.protocol)
+            self._dissector_options = dissector_options
         if probe is None and o.ports is None:
             probe = KafkaProbe.from_dissector()
         self._new_connection = connection_factory
@@ -213,6 +237,7 @@ class Pipeline:
         self._linktypes_reported: set[int] = set()
         self._topics_reported = False
         self._sweep_at = 0
+        self._rest_at = o.soft_flows             # live connections past which the quietest are put to rest
         self._source: RecordSource | None = None
         # Called with the stats every 4096 packets, so a progress display moves
         # even through stretches of traffic that yield no Kafka event.
@@ -320,9 +345,19 @@ class Pipeline:
 
     def finish(self, ts: int) -> Iterator[CaptureEvent]:
         """End of input: every connection is closed, undecided ones get a final verdict."""
+        dormant = self.table.dormant
+        while dormant:
+            canon, record = dormant.popitem()
+            if is_kafka(record):
+                flow = wake(record, canon, self)
+                yield from self._end(flow, max(ts, flow.last_ts), "end_of_capture")
         for flow in list(self.table.flows.values()):
             yield from self._end(flow, max(ts, flow.last_ts), "end_of_capture")
             self.table.remove(flow)
+
+    def resume_connection(self, state: tuple) -> Any:
+        """A dissector connection again from what :meth:`dissector.connection.Connection.at_rest` kept."""
+        return Connection.resume(state, self._dissector_options, topics=self.topics)
 
     # -- capture-level reports -----------------------------------------------------------------
 
@@ -370,14 +405,49 @@ class Pipeline:
         o = self.options
         if len(self.table) >= o.max_flows:
             self._evict_oldest(ts, out)
+        if len(self.table.flows) >= self._rest_at and self._dissector_options is not None:
+            self._rest_quietest()
         return self.table.create(key, sport, dport, ts, o.max_pending_bytes, o.max_pending_segments,
-                                 int(o.max_hole_age * NS))
+                                 int(o.max_hole_age * NS), o.max_reorder_segments)
+
+    def _rest_quietest(self) -> None:
+        """Past ``soft_flows`` live connections, the least recently active of those at rest become compact
+        records (capture.dormant), down to three quarters of it; woken by their next packet."""
+        table = self.table
+        soft = self.options.soft_flows
+        target = soft * 3 // 4
+        for flow in sorted(table.flows.values(), key=_last_ts):
+            if len(table.flows) <= target:
+                break
+            record = rest(flow, table.words)
+            if record is not None:
+                table.remove(flow)
+                table.dormant[canonical(flow.key)] = record
+                self.stats.rested += 1
+        # Too few at rest to get below the mark: look again once a quarter more have come.
+        self._rest_at = max(soft, len(table.flows) + max(soft, len(table.flows)) // 4)
+
+    def _wake(self, key: bytes) -> tuple[Flow, int, HalfStream, HalfStream] | None:
+        """The index entry of a resting connection a packet belongs to, woken; None if none rests."""
+        canon = canonical(key)
+        record = self.table.dormant.pop(canon, None)
+        if record is None:
+            return None
+        flow = wake(record, canon, self)
+        self.table.adopt(flow)
+        self.stats.woken += 1
+        return self.table.index[key]
 
     def _control(self, ent: tuple[Flow, int, HalfStream, HalfStream] | None, seg: tuple,
                  ts: int) -> list[CaptureEvent]:
         """New flows and SYN/FIN/RST: the general per-segment path."""
         key, sport, dport, seq, ack, flags, payload, missing = seg
         out: list[CaptureEvent] = []
+        if ent is None and self.table.dormant:
+            ent = self._wake(key)
+            if ent is not None and not flags & 7:   # at rest until now: an ordinary segment of it
+                flow, h, hs, peer = ent
+                return _established(self, flow, h, hs, peer, seg, seq, ack, flags, payload, missing, ts) or out
         if ent is not None and ent[0].gate is not None:
             # What may go now goes first; the rest waits on (ending the flow lets everything go).
             out += self._release(ent[0], ts)
@@ -394,9 +464,10 @@ class Pipeline:
         flow.last_ts = ts
         if flow.closed:
             return out                               # stragglers after FIN/RST
+        ack_of = ack if flags & ACK else None
         if flags & RST:
             if flow.state <= KAFKA and (payload or missing):
-                out += self._general(flow, h, hs.add(seq, payload, missing, ts))
+                out += self._emit(flow, h, hs.add(seq, payload, missing, ts, ack_of), ts)
             self._close(flow, ts, "rst", out)
             return out
         if flow.state > KAFKA:
@@ -408,10 +479,10 @@ class Pipeline:
         if flags & ACK:
             peer.peer_ack = ack
             if peer._offs:
-                out += self._general(flow, 1 - h, peer.acked(ts))
+                out += self._emit(flow, 1 - h, peer.acked(ts), ts)
         if payload or missing or (flags & FIN and not hs.started):
-            out += self._general(flow, h, hs.add((seq + 1) & MASK if flags & SYN else seq,
-                                                 payload, missing, ts))
+            out += self._emit(flow, h, hs.add((seq + 1) & MASK if flags & SYN else seq,
+                                              payload, missing, ts, ack_of), ts)
         if flags & FIN:
             hs.fin(seq, len(payload) + missing)
             if flow.gate is not None:
@@ -526,21 +597,65 @@ class Pipeline:
 
     # -- causal order across directions (capture/causal.py) ------------------------------------
 
-    def _causal(self, flow: Flow, h: int, seg: tuple, ts: int) -> list[CaptureEvent]:
-        """A segment acknowledging bytes of the other direction not delivered yet, or one queued behind such."""
+    def _segment(self, flow: Flow, h: int, seg: tuple, ts: int) -> list[CaptureEvent]:
+        """One data/ACK segment (no SYN/FIN/RST) of an established flow, the general way: ordered by its
+        half at once, its operations handed on in causal order (what :func:`_established` does inline
+        for the commonest case)."""
+        if flow.skip:
+            return []
+        _, _, _, seq, ack, flags, payload, missing = seg
+        hs, peer = (flow.h1, flow.h0) if h else (flow.h0, flow.h1)
+        out: list[CaptureEvent] = []
+        ack_of = None
+        if flags & ACK:
+            ack_of = ack
+            peer.peer_ack = ack
+            if peer._offs:
+                out += self._emit(flow, 1 - h, peer.acked(ts), ts)
+        if payload or missing:
+            out += self._emit(flow, h, hs.add(seq, payload, missing, ts, ack_of), ts)
+        gate = flow.gate
+        if gate is not None:
+            gate.segments += 1
+            out += self._release(flow, ts)      # a segment later: a wait may be over
+        return out
+
+    def _emit(self, flow: Flow, h: int, ops: list[tuple], now: int) -> list[CaptureEvent]:
+        """Operations of half ``h``, in its order, handed on at once or held until the bytes of the other
+        half their segment acknowledged have been (see capture/causal.py)."""
+        if not ops:
+            return []
         gate = flow.gate
         if gate is None:
-            if not acked_ahead(flow.half(1 - h), seg[4]):
-                return self._segment(flow, h, seg, ts)
-            gate = flow.gate = CausalGate()
-        gate.hold(h, seg, ts)
-        out = self._release(flow, ts)
-        if flow.gate is not None and gate.held[h] and gate.held[h][-1][0] is seg:
+            peer = flow.half(1 - h)
+            for i, op in enumerate(ops):
+                if op[0] == DATA and op[4] is not None:
+                    at = needed(peer, op[4])
+                    if at is not None and at > peer.offset:
+                        gate = flow.gate = CausalGate()
+                        out = self._general(flow, h, ops[:i])
+                        return out + self._hold(flow, gate, h, ops[i:], now)
+            return self._general(flow, h, ops)
+        return self._hold(flow, gate, h, ops, now)
+
+    def _hold(self, flow: Flow, gate: CausalGate, h: int, ops: list[tuple], now: int) -> list[CaptureEvent]:
+        out: list[CaptureEvent] = []
+        for op in ops:
+            if op[0] == DATA:
+                gate.hold(h, op, op[4])
+            elif op[0] == GAP:
+                gate.hold(h, op, None)
+            else:
+                out += self._general(flow, h, [op])     # a report (conflict, out of window): no order to keep
+        last = gate.held[h][-1] if gate.held[h] else None
+        out += self._release(flow, now)
+        if flow.gate is not None and last is not None and gate.held[h] and gate.held[h][-1] is last:
             self.stats.causal_held += 1
         return out
 
     def _release(self, flow: Flow, now: int, everything: bool = False) -> list[CaptureEvent]:
-        """Let go, in order, the held segments whose acknowledged bytes are delivered or that waited too long."""
+        """Hand on, in order, the held operations whose acknowledged bytes have been handed on; those that
+        waited too long, or past the gate's caps, go anyway (``everything``: all, the connection ends)."""
         gate = flow.gate
         o = self.options
         halves = (flow.h0, flow.h1)
@@ -550,22 +665,31 @@ class Pipeline:
             moved = False
             for h in (0, 1):
                 q = gate.held[h]
-                while q and (everything or gate.due(h, halves, now, max_wait)):
-                    seg, ts = gate.pop(h)
-                    out += self._segment(flow, h, seg, ts)
+                while q and gate.waits_for(h, halves) is None:
+                    out += self._general(flow, h, [gate.pop(h)])
                     moved = True
             if moved:
                 continue
+            h = gate.oldest_half()
+            if everything or gate.waited(h) >= o.max_reorder_segments or gate.age(h, now) > max_wait:
+                # Waited long enough: a hole in what it waits for is lost, not late; else it goes without.
+                at = gate.waits_for(h, halves)
+                lost = halves[1 - h].give_up(at, now) if at is not None else []
+                if lost:
+                    for op in lost:
+                        gate.hold(1 - h, op, op[4] if op[0] == DATA else None)
+                    continue
+                out += self._general(flow, h, [gate.pop(h)])
+                continue
             if not gate.over(o.max_causal_segments, o.max_causal_bytes):
                 break
-            h = gate.oldest_half()
-            seg, ts = gate.pop(h)
+            op = gate.pop(h)
             self.stats.causal_forced += 1
             if flow.causal_cap is None:
-                flow.causal_cap = (ts, h)
+                flow.causal_cap = (op[3], h)
                 if flow.info is not None:
                     out.append(self._causal_cap_report(flow))
-            out += self._segment(flow, h, seg, ts)
+            out += self._general(flow, h, [op])
         if not gate:
             flow.gate = None
         return out
@@ -578,21 +702,6 @@ class Pipeline:
             "causal_order_limit", flow.dirs[h], ts,
             f"more than {o.max_causal_segments} segments or {o.max_causal_bytes} bytes waited for bytes "
             "of the other direction they acknowledge; the oldest went on without them (reported once)"))
-
-    def _segment(self, flow: Flow, h: int, seg: tuple, ts: int) -> list[CaptureEvent]:
-        """One data/ACK segment (no SYN/FIN/RST) of an established flow: what :meth:`run` does inline."""
-        if flow.skip:
-            return []
-        _, _, _, seq, ack, flags, payload, missing = seg
-        hs, peer = (flow.h1, flow.h0) if h else (flow.h0, flow.h1)
-        out: list[CaptureEvent] = []
-        if flags & ACK:
-            peer.peer_ack = ack
-            if peer._offs:
-                out += self._general(flow, 1 - h, peer.acked(ts))
-        if payload or missing:
-            out += self._general(flow, h, hs.add(seq, payload, missing, ts))
-        return out
 
     # -- detection -----------------------------------------------------------------------------
 
@@ -640,8 +749,9 @@ class Pipeline:
 
     def _decided(self, flow: Flow, d: Decision, ts: int) -> list[CaptureEvent]:
         out: list[CaptureEvent] = []
-        ops, flow.ops = flow.ops, []
-        flow.bufs = [bytearray(), bytearray()]
+        ops, flow.ops = flow.ops, None
+        # Detection is over: its buffers go (a connection's memory, multiplied by the connections).
+        flow.bufs = flow.full = flow.held = flow.lost_start = None
         conns = self.stats.connections
         if d.verdict is Verdict.NOT_KAFKA:
             flow.state = IGNORED
@@ -692,26 +802,23 @@ class Pipeline:
         out: list[CaptureEvent] = []
         if flow.closed:
             return out
+        if flow.state <= KAFKA:
+            # Holes are lost now; what waited for them, in either direction, goes in causal order.
+            out += self._emit(flow, 0, flow.h0.close(ts), ts)
+            out += self._emit(flow, 1, flow.h1.close(ts), ts)
         if flow.gate is not None:
             out += self._release(flow, ts, everything=True)
         if flow.state == UNDECIDED:
-            ops0, ops1 = flow.h0.close(ts), flow.h1.close(ts)
-            out += self._general(flow, 0, ops0)
-            out += self._general(flow, 1, ops1)
-            if flow.state == UNDECIDED:
+            d = None
+            if _carried_data(flow):              # (a verdict is counted: only for a connection with data)
                 d = self.detector.decide((bytes(flow.bufs[0]), bytes(flow.bufs[1])),
                                          (flow.full[0], flow.full[1]), self._known_client(flow),
                                          flow.src_ports, final=True)
-                if d is not None and (flow.ops or d.verdict is not Verdict.KAFKA):
-                    out += self._decided(flow, d, ts)
-                else:
-                    flow.state = IGNORED             # nothing but handshakes and ACKs
-                    flow.skip = True
-        elif flow.state == KAFKA:
-            for h in (0, 1):
-                ops = flow.half(h).close(ts)
-                if ops:
-                    out += self._apply(flow, h, ops)
+            if d is not None:
+                out += self._decided(flow, d, ts)
+            else:
+                flow.state = IGNORED             # nothing but handshakes and ACKs
+                flow.skip = True
         if flow.state == KAFKA:
             info = flow.info
             assert info is not None
@@ -755,6 +862,18 @@ class Pipeline:
         self._sweep_at = ts + 10 * NS
         linger, idle = int(o.linger * NS), int(o.idle_timeout * NS)
         crowded = len(self.table) > o.soft_flows
+        dormant = self.table.dormant
+        gone: list[bytes] = []
+        for canon, record in dormant.items():      # oldest first, roughly: the first recent one ends it
+            quiet = ts - last_ts(record)
+            if quiet <= linger:
+                break
+            if not is_kafka(record) or (crowded and quiet > idle):
+                gone.append(canon)     # ended, not Kafka or without data: kept long enough for stragglers
+        for canon in gone:
+            record = dormant.pop(canon)
+            if is_kafka(record):
+                yield from self._end(wake(record, canon, self), ts, "idle")
         for flow in list(self.table.flows.values()):
             quiet = ts - flow.last_ts
             if flow.gate is not None:
@@ -763,7 +882,7 @@ class Pipeline:
                 for h in (0, 1):
                     hs = flow.half(h)
                     if hs.has_pending:
-                        yield from self._general(flow, h, hs.expire(ts))
+                        yield from self._emit(flow, h, hs.expire(ts), ts)
             if quiet <= linger:
                 continue
             if flow.closed or flow.state == IGNORED:
@@ -774,11 +893,33 @@ class Pipeline:
 
     def _evict_oldest(self, ts: int, out: list[CaptureEvent]) -> None:
         # At the hard cap: drop a tenth in one go (amortised sort), ended and ignored flows
-        # first, then the least recently active; ending live ones early is reported.
+        # first, resting or not, then the least recently active (those at rest before the
+        # others); ending live ones early is reported.
+        dormant = self.table.dormant
+        tracked = len(self.table)
+        quota = max(1, tracked // 10)
+        live = 0
+        for canon, record in list(dormant.items()):
+            if quota and not is_kafka(record):
+                del dormant[canon]
+                quota -= 1
         flows = sorted(self.table.flows.values(),
                        key=lambda f: (not (f.closed or f.state == IGNORED), f.last_ts))
-        live = 0
-        for flow in flows[: max(1, len(flows) // 10)]:
+        done = 0
+        while quota and done < len(flows) and (flows[done].closed or flows[done].state == IGNORED):
+            self.table.remove(flows[done])
+            done += 1
+            quota -= 1
+        flows = flows[done:]
+        for canon, record in list(dormant.items()):
+            if not quota:
+                break
+            del dormant[canon]
+            quota -= 1
+            live += 1
+            out += self._end(wake(record, canon, self), ts, "evicted")
+            self.stats.evicted += 1
+        for flow in flows[:quota]:
             if not (flow.closed or flow.state == IGNORED):
                 live += 1
                 out += self._end(flow, ts, "evicted")
@@ -790,7 +931,7 @@ class Pipeline:
             if n <= self.options.report_limit:
                 out.append(CaptureEvent(None, problem(
                     "flow_table_full", ts,
-                    f"{len(flows)} connections tracked (max_flows): the {live} least recently active were ended "
+                    f"{tracked} connections tracked (max_flows): the {live} least recently active were ended "
                     "early; their pending requests have no response", evicted=live)))
 
 

@@ -2,6 +2,7 @@
 # flows.pxd). reassembly.py stays the only source; pure Python ignores this file.
 
 cdef class HalfStream:
+    cdef public object _acked_seen, ack_wait
     cdef public object _last, _last_off, _offs, _pend, conflicts, dup_segments, fin_off, gap_bytes, gaps, isn
     cdef public object max_bytes, max_hole_age, max_segments, next_seq, offset, ooo_segments, peer_ack
     cdef public object pending_bytes, started

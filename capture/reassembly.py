@@ -6,14 +6,26 @@ and everything else compares plain ints. Out-of-order segments wait in a
 bounded buffer, kept non-overlapping: where copies overlap, the first one to
 arrive wins and a differing later copy is reported as a conflict.
 
+A hole is filled when its bytes arrive, however late in the capture's order, and
+declared lost only when waiting longer is no use: the buffer reached its cap
+(bytes or segments), the hole has waited ``max_hole_age`` of capture time for a
+retransmission, the stream ended, or the peer acknowledged the bytes (so no
+retransmission will come) and ``ack_wait`` more segments of the connection have
+been captured without them. That last wait is counted in segments, not time: a
+copy captured after the peer's ACK of it (taps or queues that reorder) comes a
+few packets later, however long the connection then sat idle, where declaring
+the hole at the ACK lost whatever the late copy carried.
+
 :meth:`HalfStream.add` returns a list of operations for the consumer, tuples
 tagged with an int for cheapness:
 
-* ``(DATA, offset, payload, ts)``
+* ``(DATA, offset, payload, ts, ack)`` - ``ack`` is the acknowledgement number of the
+  segment that carried the bytes (None without the ACK flag), for causal order
 * ``(GAP, offset, nbytes, ts, reason)`` - bytes that will never be delivered;
   ``nbytes`` is None when unknown (a stream joined mid-way); reason is one of
   ``midstream``, ``lost``, ``truncated`` (cut by the capture's snaplen), ``reorder_limit``
-  (still missing when the out-of-order buffer reached its cap)
+  (still missing when the out-of-order buffer reached its cap), ``acked`` (acknowledged by
+  the peer and still missing ``ack_wait`` segments later)
 * ``(CONFLICT, offset, nbytes, ts)`` - a retransmitted copy that differs from the first
 * ``(OUT_OF_WINDOW, offset, nbytes, ts)`` - a segment implausibly far away, dropped
 """
@@ -40,10 +52,12 @@ class HalfStream:
     """
 
     __slots__ = (
+        "_acked_seen",
         "_last",
         "_last_off",
         "_offs",
         "_pend",
+        "ack_wait",
         "conflicts",
         "dup_segments",
         "fin_off",
@@ -62,7 +76,7 @@ class HalfStream:
     )
 
     def __init__(self, max_bytes: int = 4 << 20, max_segments: int = 2048,
-                 max_hole_age: int = 10_000_000_000) -> None:
+                 max_hole_age: int = 10_000_000_000, ack_wait: int = 64) -> None:
         self.next_seq: int | None = None   # absolute sequence number at `offset`; None until known
         self.offset = 0                    # stream offset reached: delivered or declared lost
         self.isn: int | None = None
@@ -70,13 +84,15 @@ class HalfStream:
         self.fin_off: int | None = None
         self.peer_ack: int | None = None   # latest ACK the other direction sent (absolute)
         self._offs: list[int] = []         # sorted starts of pending (out-of-order) segments
-        self._pend: dict[int, tuple[int, bytes, int]] = {}   # start -> (end, captured bytes, ts)
+        self._pend: dict[int, tuple[int, bytes, int, int | None]] = {}   # start -> (end, captured bytes, ts, ack)
         self.pending_bytes = 0
         self._last = b""                   # the most recently delivered payload, to vet retransmissions
         self._last_off = 0
         self.max_bytes = max_bytes
         self.max_segments = max_segments
         self.max_hole_age = max_hole_age   # ns: a retransmission later than this is not waited for
+        self.ack_wait = ack_wait           # segments of the connection bytes the peer acknowledged are waited for
+        self._acked_seen: int | None = None   # segments seen since the first hole is known acknowledged
         self.dup_segments = 0
         self.ooo_segments = 0
         self.gaps = 0
@@ -112,8 +128,8 @@ class HalfStream:
         """Stream offset of absolute sequence number ``seq``."""
         return self.offset + ((((seq - self.next_seq) & MASK) ^ HALF) - HALF)  # type: ignore[operator]
 
-    def add(self, seq: int, payload: bytes, missing: int, ts: int) -> list[Op]:
-        """A segment's payload (``missing`` bytes of it not captured)."""
+    def add(self, seq: int, payload: bytes, missing: int, ts: int, ack: int | None = None) -> list[Op]:
+        """A segment's payload (``missing`` bytes of it not captured); ``ack`` its acknowledgement number."""
         ops: list[Op] = []
         if not self.started:
             self.next_seq = seq
@@ -126,32 +142,57 @@ class HalfStream:
         if off - self.offset > MAX_JUMP or self.offset - off > MAX_JUMP:
             ops.append((OUT_OF_WINDOW, off, n, ts))
             return ops
-        self._insert(off, payload, off + n, ts, ops)
+        self._insert(off, payload, off + n, ts, ack, ops)
         if self._offs:
-            if self.peer_ack is not None and self.position(self.peer_ack) >= self._offs[0]:
-                self._skip_holes(self.position(self.peer_ack), ts, ops)
             while self._offs and (len(self._offs) > self.max_segments or self.pending_bytes > self.max_bytes):
                 self._skip_hole(ts, ops, "reorder_limit")    # the buffer's cap bit: its own reason
-            while self._offs and ts - self._pend[self._offs[0]][2] > self.max_hole_age:
-                self._skip_hole(ts, ops)
+            self._age(ts, ops, True)
+        else:
+            self._acked_seen = None
         return ops
 
     def expire(self, now: int) -> list[Op]:
-        """Holes whose following data has waited longer than ``max_hole_age``: declared lost."""
+        """Holes that have waited as long as they may (see the module doc): declared lost."""
         ops: list[Op] = []
+        self._age(now, ops, False)
+        return ops
+
+    def _age(self, now: int, ops: list[Op], segment: bool) -> None:
+        """Declare lost the holes that waited ``max_hole_age`` for a retransmission, or ``ack_wait``
+        segments (``segment``: this call is for one) since the peer acknowledged them."""
         while self._offs and now - self._pend[self._offs[0]][2] > self.max_hole_age:
             self._skip_hole(now, ops)
-        return ops
+        if not self._offs or self.peer_ack is None or self.position(self.peer_ack) < self._offs[0]:
+            self._acked_seen = None
+            return
+        if self._acked_seen is None:
+            self._acked_seen = 0
+        elif segment:
+            self._acked_seen += 1
+            if self._acked_seen >= self.ack_wait:
+                self._skip_holes(self.position(self.peer_ack), now, ops, "acked")
+                self._acked_seen = 0 if self._offs else None     # a later hole gets a wait of its own
 
     def fin(self, seq: int, payload_len: int) -> None:
         if self.fin_off is None and self.started:
             self.fin_off = self.position(seq) + payload_len
 
     def acked(self, ts: int) -> list[Op]:
-        """The peer acknowledged bytes beyond a hole: whatever the hole held was lost by the capture."""
+        """The peer acknowledged bytes (``peer_ack``, set by the caller) with a segment: a hole it covers waits
+        ``ack_wait`` segments more for its bytes, then is declared lost (they will not be sent again)."""
         ops: list[Op] = []
         if self._offs and self.peer_ack is not None and self.started:
-            self._skip_holes(self.position(self.peer_ack), ts, ops)
+            self._age(ts, ops, True)
+        return ops
+
+    def give_up(self, upto: int, ts: int) -> list[Op]:
+        """Declare lost now the holes before stream offset ``upto`` (bytes the other direction needs
+        delivered, and has waited for as long as causal order allows)."""
+        ops: list[Op] = []
+        if self._offs and self.started:
+            self._skip_holes(upto, ts, ops, "acked")
+            if not self._offs:
+                self._acked_seen = None
         return ops
 
     def close(self, ts: int) -> list[Op]:
@@ -159,6 +200,7 @@ class HalfStream:
         ops: list[Op] = []
         while self._offs:
             self._skip_hole(ts, ops)
+        self._acked_seen = None
         if self.started:
             end = self.offset
             if self.fin_off is not None:
@@ -176,9 +218,9 @@ class HalfStream:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _deliver(self, off: int, end: int, payload: bytes, ts: int, ops: list[Op]) -> None:
+    def _deliver(self, off: int, end: int, payload: bytes, ts: int, ack: int | None, ops: list[Op]) -> None:
         if payload:
-            ops.append((DATA, off, payload, ts))
+            ops.append((DATA, off, payload, ts, ack))
             self._last = payload
             self._last_off = off
         self.offset = off + len(payload)
@@ -202,17 +244,17 @@ class HalfStream:
             self._gap(first - self.offset, ts, reason, ops)
         self._flush(ops)
 
-    def _skip_holes(self, upto: int, ts: int, ops: list[Op]) -> None:
+    def _skip_holes(self, upto: int, ts: int, ops: list[Op], reason: str = "lost") -> None:
         while self._offs and self._offs[0] <= upto:
-            self._skip_hole(ts, ops)
+            self._skip_hole(ts, ops, reason)
 
     def _flush(self, ops: list[Op]) -> None:
         offs, pend = self._offs, self._pend
         while offs and offs[0] == self.offset:
             start = offs.pop(0)
-            end, payload, ts = pend.pop(start)
+            end, payload, ts, ack = pend.pop(start)
             self.pending_bytes -= len(payload)
-            self._deliver(start, end, payload, ts, ops)
+            self._deliver(start, end, payload, ts, ack, ops)
 
     def _vet(self, off: int, end: int, payload: bytes, ts: int, ops: list[Op],
              other_off: int, other: bytes) -> None:
@@ -223,7 +265,7 @@ class HalfStream:
             ops.append((CONFLICT, lo, hi - lo, ts))
             self.conflicts += 1
 
-    def _insert(self, off: int, payload: bytes, end: int, ts: int, ops: list[Op]) -> None:
+    def _insert(self, off: int, payload: bytes, end: int, ts: int, ack: int | None, ops: list[Op]) -> None:
         cur = self.offset
         if off < cur:
             # Retransmission of bytes already delivered (or declared lost): vet against the last delivery.
@@ -234,7 +276,7 @@ class HalfStream:
             payload = payload[cur - off:]
             off = cur
         if off == cur and (not self._offs or self._offs[0] >= end):
-            self._deliver(off, end, payload, ts, ops)    # in order: the common case
+            self._deliver(off, end, payload, ts, ack, ops)    # in order: the common case
             if self._offs:
                 self._flush(ops)
             return
@@ -244,13 +286,13 @@ class HalfStream:
         pos = off
         if j and pend[offs[j - 1]][0] > off:
             s = offs[j - 1]
-            e, p, _ = pend[s]
+            e, p, _, _ = pend[s]
             self._vet(off, end, payload, ts, ops, s, p)
             pos = min(e, end)
         pieces: list[tuple[int, int]] = []
         while pos < end and j < len(offs) and offs[j] < end:
             s = offs[j]
-            e, p, _ = pend[s]
+            e, p, _, _ = pend[s]
             if s > pos:
                 pieces.append((pos, s))
             self._vet(off, end, payload, ts, ops, s, p)
@@ -267,10 +309,10 @@ class HalfStream:
         for a, b in pieces:
             part = payload[a - off:min(b, captured_end) - off] if a < captured_end else b""
             if a == self.offset:
-                self._deliver(a, b, part, ts, ops)
+                self._deliver(a, b, part, ts, ack, ops)
             else:
                 insort(offs, a)
-                pend[a] = (b, part, ts)
+                pend[a] = (b, part, ts, ack)
                 self.pending_bytes += len(part)
         if offs and offs[0] == self.offset:
             self._flush(ops)

@@ -29,8 +29,8 @@ cdef class Connection:
     cpdef _request(self, frame, first_ts, last_ts, offset, out, truncated_size=*)
     @cython.locals(req=Request, d=Decoded, v0=Decoded, unanswered=Request, resp=Response, pending=dict)
     cpdef _response(self, frame, first_ts, last_ts, offset, out, truncated_size=*)
-    cpdef _after_request(self, api_key, version, body)
-    cpdef _after_response(self, api_key, body, request_body)
+    cpdef _after_request(self, api_key, version, body, size=*)
+    cpdef _after_response(self, api_key, body, request_body, size=*)
 
 cdef class Options:
     cdef readonly object max_frame_size, keep_secrets, max_in_flight_bytes, infer_orphans, held, inference

@@ -26,6 +26,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from dissector import budget
 from dissector.decoders import DECODE_ERRORS, Decoders, default_decoders
 from dissector.embedded import decode_group_payloads
 from dissector.events import (
@@ -69,6 +70,19 @@ _RESYNC_KEEP = 1 << 20   # bytes an unsynced side keeps while it looks for a fra
 _FULL_INFERENCES = 64    # orphans per connection given a full search before shortcuts start
 _REQUEST_COST = 1024     # bytes a waiting decoded request costs besides its frame (objects, body dict)
 _HELD_STEP = HELD_STEP   # see dissector/held.py
+
+
+_LIMIT = "DecodeLimit"                 # the failure of a body cut at its decoding budget (dissector.budget)
+_NOT_THE_PEERS = ("Truncated", _LIMIT)
+
+
+def _limit_anomaly(direction: Direction, ts: int, what: str, size: int, failure: DecodeFailure,
+                   offset: int) -> Anomaly:
+    return Anomaly("decode_limit", direction, ts,
+                   f"{what} of {size} bytes: its body is kept decoded up to byte {failure.offset} ({failure.detail}); "
+                   "decoded whole it would cost more memory than its decoding budget allows (by default "
+                   f"{budget.RATIO} times its size, at least {budget.FLOOR >> 20} MiB)", offset,
+                   {"bytes": size, "decoded_to": failure.offset})
 
 
 @dataclass(frozen=True)
@@ -277,6 +291,32 @@ class Connection:
     def in_flight(self) -> int:
         return len(self._pending)
 
+    # -- at rest ------------------------------------------------------------------
+
+    def at_rest(self) -> tuple | None:
+        """What a quiet connection's future decoding depends on, when nothing is in the middle of
+        anything (no frame half read, no request awaiting its response, no raw SASL): a tuple of
+        plain values that :meth:`resume` makes a connection of again. None otherwise."""
+        a, b = self._sides
+        if (self._pending or self._sasl_raw or not a.synced or not b.synced or a.have or b.have or a.skip
+                or b.skip):
+            return None
+        return (a.offset, b.offset, self._cap_hits, self._last_ts, self._orphans, self._full_misses,
+                self._inference_limited, self._skew_reported, self._sasl_mechanism,
+                tuple(self._seen_versions.items()), tuple(self._inferred))
+
+    @classmethod
+    def resume(cls, state: tuple, options: Options | None = None, *, topics: TopicRegistry | None = None,
+               decoders: Decoders | None = None) -> Connection:
+        """The connection :meth:`at_rest` described, ready for its next bytes."""
+        conn = cls(options, topics=topics, decoders=decoders)
+        a, b = conn._sides
+        (a.offset, b.offset, conn._cap_hits, conn._last_ts, conn._orphans, conn._full_misses,
+         conn._inference_limited, conn._skew_reported, conn._sasl_mechanism, seen, inferred) = state
+        conn._seen_versions = dict(seen)
+        conn._inferred = dict.fromkeys(inferred)
+        return conn
+
     def _count_held(self, direction: Direction, side: _Side, ts: int, out: list[Event]) -> None:
         """A frame still arriving grew by a step: count it; past the capture's limit, give it up."""
         budget = side.budget
@@ -381,16 +421,20 @@ class Connection:
                 out.append(Anomaly("trailing_bytes", TO_BROKER, first_ts,
                                    f"{len(frame) - d.end} bytes after the {_api_name(hdr.api_key)} "
                                    f"v{hdr.api_version} request body", offset))
-            self._after_request(hdr.api_key, hdr.api_version, body)
+            self._after_request(hdr.api_key, hdr.api_version, body, size)
         req = Request(hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id, size, first_ts, last_ts,
                       hdr.header_version, body, failure, offset, raw, hdr.tags)
         self._seen_versions[hdr.api_key] = hdr.api_version
         if self._messages:
             out.append(req)
         if failure is not None and not truncated_size:
-            out.append(Anomaly("malformed", TO_BROKER, first_ts,
-                               f"{req.api_name} v{hdr.api_version} request: {failure.error} at byte {failure.offset}: "
-                               f"{failure.detail}", offset))
+            if failure.error == _LIMIT:
+                out.append(_limit_anomaly(TO_BROKER, first_ts, f"{req.api_name} v{hdr.api_version} request", size,
+                                          failure, offset))
+            else:
+                out.append(Anomaly("malformed", TO_BROKER, first_ts,
+                                   f"{req.api_name} v{hdr.api_version} request: {failure.error} at byte "
+                                   f"{failure.offset}: {failure.detail}", offset))
         if not response_expected(hdr.api_key, body):
             out.append(Exchange(req, None, Status.NO_RESPONSE_EXPECTED))
             return
@@ -415,14 +459,14 @@ class Connection:
                                    {"in_flight": len(pending) + 1}))
             out.append(Exchange(gone, None, Status.NO_RESPONSE))
 
-    def _after_request(self, api_key: int, version: int, body: dict[str, Any]) -> None:
+    def _after_request(self, api_key: int, version: int, body: dict[str, Any], size: int = 0) -> None:
         if api_key == 17 and version == 0:  # SaslHandshake v0: raw tokens follow
             self._sasl_raw = True
             self._sasl_mechanism = body.get("mechanism")
         elif api_key == 17:
             self._sasl_mechanism = body.get("mechanism")
         if api_key in _GROUP_APIS:
-            decode_group_payloads(self._decoders, api_key, "request", body, None)
+            decode_group_payloads(self._decoders, api_key, "request", body, None, size)
         if not self.options.keep_secrets and needs_redaction(api_key):
             redact(api_key, body, self._sasl_mechanism)
 
@@ -505,11 +549,15 @@ class Connection:
             if v0 is not None and v0.failure is None and v0.end == len(frame):
                 d = v0
         failure = d.failure
-        # Truncation is the capture's doing; anything else that failed is the peer's.
-        status = _MALFORMED if req.failure is not None and req.failure.error != "Truncated" else _OK
+        # Truncation is the capture's doing, a body cut at the decoding budget ours; anything else
+        # that failed is the peer's.
+        status = _MALFORMED if req.failure is not None and req.failure.error not in _NOT_THE_PEERS else _OK
         if truncated_size and failure is not None:
             failure = DecodeFailure("Truncated", f"frame cut after {len(frame) + 4} of {truncated_size} bytes",
                                     failure.offset)
+        elif failure is not None and failure.error == _LIMIT:
+            out.append(_limit_anomaly(TO_CLIENT, first_ts, f"{req.api_name} v{req.api_version} response", size,
+                                      failure, offset))
         elif failure is not None:
             status = Status.MALFORMED
             out.append(Anomaly("malformed", TO_CLIENT, first_ts,
@@ -519,7 +567,7 @@ class Connection:
             out.append(Anomaly("trailing_bytes", TO_CLIENT, first_ts,
                                f"{len(frame) - d.end} bytes after the {req.api_name} v{req.api_version} response body",
                                offset))
-        self._after_response(req.api_key, d.body, req.body)
+        self._after_response(req.api_key, d.body, req.body, size)
         # Positional (inferred, stream_offset, raw, header_tags): keywords cost a dict per response.
         resp = Response(corr, size, first_ts, last_ts, req.api_key, req.api_version, hv, d.body, failure,
                         False, offset, None, tags)
@@ -527,11 +575,12 @@ class Connection:
             out.append(resp)
         out.append(Exchange(req, resp, status))
 
-    def _after_response(self, api_key: int, body: dict[str, Any], request_body: dict[str, Any] | None) -> None:
+    def _after_response(self, api_key: int, body: dict[str, Any], request_body: dict[str, Any] | None,
+                        size: int = 0) -> None:
         if api_key in TEACHING_APIS:     # a method call for each response otherwise, to learn nothing
             self.topics.learn_from_response(api_key, body)
         if api_key in _GROUP_APIS:
-            decode_group_payloads(self._decoders, api_key, "response", body, request_body)
+            decode_group_payloads(self._decoders, api_key, "response", body, request_body, size)
         if not self.options.keep_secrets and needs_redaction(api_key):
             redact(api_key, body, self._sasl_mechanism)
 
@@ -584,7 +633,7 @@ class Connection:
             resp = Response(corr, size, first_ts, last_ts, None, None, None, None, None, stream_offset=offset,
                             raw=frame[4:])
         else:
-            self._after_response(guess.api_key, guess.body, None)
+            self._after_response(guess.api_key, guess.body, None, size)
             resp = Response(corr, size, first_ts, last_ts, guess.api_key, guess.api_version, guess.header_version,
                             guess.body, None, inferred=True, stream_offset=offset)
         if self._messages:

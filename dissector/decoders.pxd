@@ -3,9 +3,12 @@
 
 cdef class Decoders:
     cdef public object _records_hook, _cache, code_cache
-    cdef public dict _prebuilt
+    cdef public dict _prebuilt, _budgeted, _safe
+    cdef public object _floor, _ratio
+    cdef public Py_ssize_t _unchecked
     cpdef get(self, api_key, kind, version)
     cpdef decode(self, api_key, kind, version, b, o)
+    cpdef _plain(self, api_key, kind, version, b, o)
 
 cdef class Decoded:
     cdef public object body, end, failure

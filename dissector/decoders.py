@@ -13,6 +13,12 @@ attached to their parent before they are filled, so a decode that fails
 halfway still leaves everything read so far in place. The failure offset is
 the ``o`` of the innermost generated frame, recovered from the traceback.
 
+Every message also has a *budgeted* variant, ``f(b, o, r, k)``, for frames large enough to
+matter (:mod:`dissector.budget`): before each array is filled, the estimated memory of its
+elements is taken from ``k[0]``, and a decode that would overdraw it stops with
+:class:`~dissector.errors.DecodeLimit`. Smaller frames use the plain variant: their worst
+case is within the budget's floor, so normal traffic never pays for the check.
+
 Compiling the source costs ~1-3 ms per message, most of a short capture's start-up
 when it holds dozens of kinds of messages. A :class:`CodeCache` given by the caller
 (the dissector itself does no file I/O) keeps the compiled code, keyed by a hash of
@@ -29,8 +35,9 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any, Callable, Protocol
 
+from dissector import budget as _budget
 from dissector import schema
-from dissector.errors import BadLength, BadVarint, DissectError, Underflow
+from dissector.errors import BadLength, BadVarint, DecodeLimit, DissectError, Underflow
 from dissector.events import DecodeFailure
 from dissector.schema import Field, MessageSchema
 
@@ -71,6 +78,16 @@ def read_uuid(b: bytes, o: int) -> str:
     return urlsafe_b64encode(raw)[:22].decode("ascii")
 
 
+def read_tags_budgeted(b: bytes, o: int, r: dict, known: dict | None, k: list[int]) -> int:
+    """:func:`read_tags` for budgeted decoders, whose tag readers take the budget too."""
+    return read_tags(b, o, r, {tag: _with_budget(fn, k) for tag, fn in known.items()} if known else None)
+
+
+def _with_budget(fn: Callable[[bytes, int, dict, list[int]], int],
+                 k: list[int]) -> Callable[[bytes, int, dict], int]:
+    return lambda b, o, r: fn(b, o, r, k)
+
+
 def read_tags(b: bytes, o: int, r: dict, known: dict | None) -> int:
     """A tagged-field section: known tags decoded by name, unknown ones kept raw."""
     n = b[o]
@@ -109,8 +126,10 @@ class _Writer:
     the same source always means the same code: what lets :class:`CodeCache` key by it.
     """
 
-    def __init__(self, records_hook: Callable[[bytes], Any], flexible: bool):
+    def __init__(self, records_hook: Callable[[bytes], Any], flexible: bool, budgeted: bool = False):
         self.flexible = flexible  # every struct of a flexible message ends in tagged fields
+        self.budgeted = budgeted  # functions take the budget ``k`` and charge each array (module doc)
+        self.k = ", k" if budgeted else ""
         self.lines: list[str] = []
         # Filled key by key into an empty dict, not written as one literal: compiled, a literal of
         # this size is a presized dict, whose keys table is not the all-string kind, and Python
@@ -120,6 +139,9 @@ class _Writer:
                             ("_uuid", read_uuid), ("_tags", read_tags), ("_records", records_hook),
                             ("Underflow", Underflow), ("BadLength", BadLength)):
             self.namespace[name] = value
+        if budgeted:
+            self.namespace["_tagsk"] = read_tags_budgeted
+            self.namespace["DecodeLimit"] = DecodeLimit
         self.counter = 0
 
     def name(self, prefix: str) -> str:
@@ -184,11 +206,17 @@ class _Writer:
                 f"{ind}else:",
                 f"{ind}    if n > len(b) - o: raise BadLength('{f.name}: ' + str(n) + ' elements but ' + str(len(b) - o) + ' bytes left')"]
         inner = ind + "    "
+        if self.budgeted:
+            # Past the budget: as many elements as it still allows are decoded, then the decode stops.
+            cost = _budget.element_cost(f)
+            out += [f"{inner}kn = -1",
+                    f"{inner}if n * {cost} > k[0]: kn = n; n = k[0] // {cost} if k[0] > 0 else 0",
+                    f"{inner}k[0] -= n * {cost}"]
         if elem == "struct":
             fn = self.struct_function(f.children or ())
             out += [f"{inner}a = []; r[{key}] = a",
                     f"{inner}for _ in range(n):",
-                    f"{inner}    x = {{}}; a.append(x); o = {fn}(b, o, x)"]
+                    f"{inner}    x = {{}}; a.append(x); o = {fn}(b, o, x{self.k})"]
         elif elem in _FIXED:
             code, size = _FIXED[elem]
             out += [f"{inner}r[{key}] = list(_unpack_from('>' + str(n) + '{code}', b, o)); o += n * {size}"]
@@ -199,6 +227,9 @@ class _Writer:
             self.scalar(body, inner + "    ", sub, "v")
             out += body
             out.append(f"{inner}    a.append(v)")
+        if self.budgeted:
+            out.append(f"{inner}if kn >= 0: raise DecodeLimit('{f.name}: ' + str(n) + ' of ' + str(kn) + "
+                       "' elements decoded within the budget')")
 
     def field(self, out: list[str], ind: str, f: Field) -> None:
         key = repr(f.name)
@@ -209,9 +240,9 @@ class _Writer:
             if f.nullable:
                 out += [f"{ind}if b[o] >= 128: r[{key}] = None; o += 1",
                         f"{ind}else:",
-                        f"{ind}    o += 1; x = {{}}; r[{key}] = x; o = {fn}(b, o, x)"]
+                        f"{ind}    o += 1; x = {{}}; r[{key}] = x; o = {fn}(b, o, x{self.k})"]
             else:
-                out.append(f"{ind}x = {{}}; r[{key}] = x; o = {fn}(b, o, x)")
+                out.append(f"{ind}x = {{}}; r[{key}] = x; o = {fn}(b, o, x{self.k})")
         else:
             self.scalar(out, ind, f, f"r[{key}]")
 
@@ -250,10 +281,13 @@ class _Writer:
                 table = self.name("_tg")
                 self.lines.append(f"{table} = {{{entries}}}")
             # Nearly every tagged-field section on the wire is empty: skip the call then.
-            body.append(f"{ind}if b[o]: o = _tags(b, o, r, {table})")
+            if self.budgeted:
+                body.append(f"{ind}if b[o]: o = _tagsk(b, o, r, {table}, k)")
+            else:
+                body.append(f"{ind}if b[o]: o = _tags(b, o, r, {table})")
             body.append(f"{ind}else: o += 1")
         body.append(f"{ind}return o")
-        self.lines.append(f"def {fn}(b, o, r):")
+        self.lines.append(f"def {fn}(b, o, r{self.k}):")
         self.lines += body
         self.lines.append("")
         return fn
@@ -262,7 +296,7 @@ class _Writer:
         fn = self.name("_t")
         body: list[str] = []
         self.field(body, "    ", f)
-        self.lines.append(f"def {fn}(b, o, r):")
+        self.lines.append(f"def {fn}(b, o, r{self.k}):")
         self.lines += body
         self.lines += ["    return o", ""]
         return fn
@@ -307,15 +341,15 @@ def _code(source: str, cache: CodeCache | None) -> CodeType:
 
 
 def compile_message(msg: MessageSchema, records_hook: Callable[[bytes], Any],
-                    cache: CodeCache | None = None) -> Callable[[bytes, int, dict], int]:
-    w = _Writer(records_hook, msg.flexible)
+                    cache: CodeCache | None = None, budgeted: bool = False) -> Callable[..., int]:
+    w = _Writer(records_hook, msg.flexible, budgeted)
     entry = w.struct_function(msg.fields)
     return w.finish(entry, cache)
 
 
-def message_source(msg: MessageSchema) -> str:
+def message_source(msg: MessageSchema, budgeted: bool = False) -> str:
     """The generated decoder source of one message, for reading and debugging."""
-    w = _Writer(lambda data: data, msg.flexible)
+    w = _Writer(lambda data: data, msg.flexible, budgeted)
     w.struct_function(msg.fields)
     return w.source()
 
@@ -373,11 +407,58 @@ def _prebuilt(records_hook: Callable[[bytes], Any]) -> dict[int, Callable[[bytes
 class Decoders:
     """Compiled decoders, built on first use and kept for the life of this object."""
 
-    def __init__(self, records_hook: Callable[[bytes], Any] | None = None, code_cache: CodeCache | None = None):
+    def __init__(self, records_hook: Callable[[bytes], Any] | None = None, code_cache: CodeCache | None = None,
+                 *, floor: int = _budget.FLOOR, ratio: int = _budget.RATIO):
         self._records_hook = records_hook or _default_records_hook()
+        # The decoding budget (dissector.budget): a body costs at most max(floor, ratio * its frame's size).
+        self._floor = floor
+        self._ratio = ratio
+        self._unchecked = floor // _budget.MAX_DENSITY    # frames no larger decode unchecked
         self._cache: dict[tuple[int | str, str, int], Callable | None] = {}
+        self._budgeted: dict[tuple[int | str, str, int], Callable | None] = {}
+        self._safe: dict[tuple[int | str, str, int], int] = {}
         self.code_cache = code_cache      # compiled code kept between runs; settable (see default_decoders)
         self._prebuilt = _prebuilt(self._records_hook)
+
+    def budget(self, size: int) -> int:
+        """The decoded cost a body of a ``size``-byte frame may reach (dissector.budget)."""
+        return _budget.budget(size, self._floor, self._ratio)
+
+    def data_cost(self, name: str, version: int, size: int) -> int:
+        """The most ``size`` bytes of an embedded structure can cost decoded."""
+        key = (name, "density", version)
+        d = self._safe.get(key)
+        if d is None:
+            msg = schema.data_message(name, version)
+            d = self._safe[key] = int(_budget.density(msg.fields)) + 1 if msg is not None else 0
+        return d * size
+
+    def unchecked(self, size: int) -> bool:
+        """Whether a frame of ``size`` bytes is small enough for the plain decoders whatever its message:
+        one comparison on the way of every message (see dissector.budget)."""
+        return size <= self._unchecked
+
+    def decode_large(self, api_key: int | str, kind: str, version: int, b: bytes, o: int) -> Decoded | None:
+        """:meth:`decode` for a frame :meth:`unchecked` turns away: within the budget when its message could
+        overdraw it (the decode then stops, :class:`DecodeLimit`), else the plain way."""
+        key = (api_key, kind, version)
+        safe = self._safe.get(key)
+        if safe is None:
+            msg = schema.data_message(api_key, version) if kind == "data" else schema.message(api_key, kind, version)
+            safe = self._safe[key] = _budget.safe_size(msg, self._floor) if msg is not None else 0
+        if len(b) <= safe:
+            if kind != "data":
+                return self._plain(api_key, kind, version, b, o)  # type: ignore[arg-type]
+            fn = self.get_data(api_key, version)  # type: ignore[arg-type]
+            return run(fn, b, o) if fn is not None else None
+        fn = self._budgeted.get(key, False)
+        if fn is False:
+            msg = schema.data_message(api_key, version) if kind == "data" else schema.message(api_key, kind, version)
+            fn = compile_message(msg, self._records_hook, self.code_cache, budgeted=True) if msg is not None else None
+            self._budgeted[key] = fn
+        if fn is None:
+            return None
+        return run(fn, b, o, [_budget.budget(len(b), self._floor, self._ratio)])
 
     def get(self, api_key: int, kind: str, version: int) -> Callable[[bytes, int, dict], int] | None:
         key = (api_key, kind, version)
@@ -399,6 +480,12 @@ class Decoders:
 
     def decode(self, api_key: int, kind: str, version: int, b: bytes, o: int) -> Decoded | None:
         """Decode a body starting at ``o``; None when the schema lacks the api/version."""
+        if len(b) > self._unchecked:
+            return self.decode_large(api_key, kind, version, b, o)
+        return self._plain(api_key, kind, version, b, o)
+
+    def _plain(self, api_key: int, kind: str, version: int, b: bytes, o: int) -> Decoded | None:
+        """Decode without a budget: the compiled decoder when there is one, else the executed source."""
         fast = self._prebuilt.get(api_key << 17 | version << 1 | (kind == "response"))  # _prebuilt_key
         if fast is not None and type(b) is bytes:
             r: dict[str, Any] = {}
@@ -426,10 +513,11 @@ def default_decoders() -> Decoders:
     return _shared[0]
 
 
-def run(fn: Callable[[bytes, int, dict], int], b: bytes, o: int) -> Decoded:
+def run(fn: Callable[..., int], b: bytes, o: int, k: list[int] | None = None) -> Decoded:
+    """Run a decoder (a budgeted one when ``k`` is its budget); a failure says where it stopped."""
     r: dict[str, Any] = {}
     try:
-        end = fn(b, o, r)
+        end = fn(b, o, r) if k is None else fn(b, o, r, k)
     except DECODE_ERRORS as exc:
         at = failure_offset(exc)
         kind = type(exc).__name__

@@ -23,6 +23,10 @@ class BadVarint(DissectError):
     """A varint runs past its maximum width."""
 
 
+class DecodeLimit(DissectError):
+    """A body would cost more memory decoded than its budget allows (see dissector.budget)."""
+
+
 class UnknownApi(DissectError):
     """The api key or version is not in the schema."""
 

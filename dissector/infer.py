@@ -120,6 +120,11 @@ def _fit(decoders: Decoders, api_key: int, version: int, frame: bytes, hv: int,
         except DECODE_ERRORS:
             header_cache[hv] = None
     start = header_cache[hv]
+    if start is not None and not decoders.unchecked(len(frame)):
+        d = decoders.decode_large(api_key, "response", version, frame, start)      # within the budget
+        if d is None or d.failure is not None or d.end != len(frame) or not d.body or not _plausible(d.body):
+            return None
+        return d.body
     fn = decoders.get(api_key, "response", version) if start is not None else None
     if fn is None:
         return None

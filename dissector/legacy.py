@@ -31,6 +31,7 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 LEGACY_MIN_SIZE = (14, 22)  # message_size of a v0 / v1 message with null key and value
 _TS_TYPES = ("create_time", "log_append_time")
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1    # as dissector.records (which imports this module)
 
 
 @dataclass
@@ -51,6 +52,7 @@ class LegacyMessage:
     value: bytes | None           # for a wrapper: the compressed inner set
     inner: list[LegacyMessage] | None = None  # decoded inner set of a wrapper
     error: str | None = None      # why the inner set is missing or incomplete
+    out_of_range: str | None = None   # inner offsets shifted past int64 (None there): see dissector.records
 
     # Record-like view so leaves of both formats read alike.
     @property
@@ -89,14 +91,22 @@ class LegacyMessage:
             "value": render_bytes(self.value, bytes_mode),
             "inner": None if self.inner is None else [m.to_dict(bytes_mode) for m in self.inner],
             "error": self.error,
+            "out_of_range": self.out_of_range,
         }
 
 
-def _shift(msgs: list[LegacyMessage], delta: int) -> None:
+def _shift(msgs: list[LegacyMessage], delta: int) -> int:
+    """Add ``delta`` to the offsets; those it pushes past int64 become None. How many did."""
+    lost = 0
     for m in msgs:
-        m.offset += delta
+        if m.offset is not None:
+            m.offset += delta
+            if not _I64_MIN <= m.offset <= _I64_MAX:
+                m.offset = None
+                lost += 1
         if m.inner:
-            _shift(m.inner, delta)
+            lost += _shift(m.inner, delta)
+    return lost
 
 
 def _bytes_field(buf: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
@@ -155,7 +165,10 @@ def decode_message(
             raise type(e)(f"wrapper at byte {pos} (offset {offset}): {e}") from e
         msg.error = f"{type(e).__name__}: {e}"
     if inner and magic >= 1:
-        _shift(inner, offset - inner[-1].wire_offset)
+        lost = _shift(inner, offset - inner[-1].wire_offset)
+        if lost:
+            msg.out_of_range = (f"out of range: wrapper at byte {pos}: {lost} inner offset(s) (relative offsets "
+                                f"shifted to the wrapper's {offset}) beyond int64: null")
         if attrs & 8:
             for m in inner:
                 m.timestamp = ts

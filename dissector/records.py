@@ -52,9 +52,22 @@ __all__ = [
     "summarize",
     "LegacyMessage",
     "DEFAULT_MAX_DECOMPRESSED",
+    "OUT_OF_RANGE",
 ]
 
 DEFAULT_MAX_DECOMPRESSED = 64 * 1024 * 1024
+
+# Offsets and timestamps are int64 on the wire and in the dataset, but some are sums of wire values
+# (base offset + delta, base timestamp + delta) that a hostile or broken peer can push past int64.
+# Such a sum is None, and a note starting with OUT_OF_RANGE says so (``out_of_range`` anomalies).
+OUT_OF_RANGE = "out of range"
+I64_MIN = -(1 << 63)
+I64_MAX = (1 << 63) - 1
+# A base within this of int64's ends can leave it with an int32 delta (an offset delta, a last
+# offset delta); anything else cannot, and needs no check per record.
+_NEAR_MIN = I64_MIN + (1 << 31)
+_NEAR_MAX = I64_MAX - (1 << 31)
+_I64_TOP, _I64_BOTTOM = I64_MAX, I64_MIN      # as C integers when compiled (records.pxd)
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
 # lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch,
@@ -153,14 +166,16 @@ class RecordBatch:
     records: list[Record] = None  # type: ignore[assignment]   # None given is a fresh [] (see RecordsSummary)
     decompressed_size: int | None = None  # None when uncompressed
     error: str | None = None         # only with strict=False: why records are missing
+    out_of_range: str | None = None  # records whose offset or timestamp left int64 (None there): see OUT_OF_RANGE
 
     def __post_init__(self) -> None:
         if self.records is None:
             self.records = []
 
     @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
+    def last_offset(self) -> int | None:
+        last = self.base_offset + self.last_offset_delta
+        return last if I64_MIN <= last <= I64_MAX else None
 
     @property
     def size(self) -> int:
@@ -195,6 +210,7 @@ class RecordBatch:
             "record_count": self.record_count,
             "decompressed_size": self.decompressed_size,
             "error": self.error,
+            "out_of_range": self.out_of_range,
             "records": [r.to_dict(bytes_mode) for r in self.records],
         }
 
@@ -269,6 +285,8 @@ class RecordsSummary:
     # The summarized bytes themselves (a reference, not a copy, for bytes input),
     # so a later full decode needs no second pass over the frame; not in to_dict.
     data: bytes | None = field(default=None, repr=False, compare=False)
+    # An offset computed from the wire that left int64 (and is None here); not in to_dict: an anomaly says it.
+    out_of_range: str | None = None
 
     def __post_init__(self) -> None:
         if self.crc_failures is None:
@@ -358,6 +376,7 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
     failures: list[int] = []
     partial = False
     err: str | None = None
+    out_of_range: str | None = None
     while pos < n:
         if n - pos < 17:
             partial = True
@@ -396,7 +415,13 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
                 codec = 8
             if max_ts is None or max_t > max_ts:
                 max_ts = max_t
-            last_offset = offset + lod
+            # Compiled, C integers (records.pxd): the sum is checked before it is made, as C's would wrap.
+            if (lod > 0 and offset > _I64_TOP - lod) or (lod < 0 and offset < _I64_BOTTOM - lod):
+                last_offset = None
+                out_of_range = (f"{OUT_OF_RANGE}: batch at byte {pos}: last offset (base offset {offset} + last "
+                                f"offset delta {lod}) beyond int64: null")
+            else:
+                last_offset = offset + lod
             records += count
             if attrs & 0x10:
                 transactional = True
@@ -424,6 +449,11 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
                     records += count
                 except RecordsError:
                     unopened += 1
+                if _in_int64(first) is None or _in_int64(last) is None:
+                    out_of_range = (f"{OUT_OF_RANGE}: wrapper at byte {pos}: inner offsets (relative offsets shifted "
+                                    f"to the wrapper's {offset}) beyond int64: null")
+                    first = _in_int64(first)
+                    last = _in_int64(last)
             else:
                 records += 1
             if batches == 0:
@@ -471,7 +501,13 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
     s.error_offset = pos if err else None
     s.first_crc = first_crc
     s.data = b
+    s.out_of_range = out_of_range
     return s
+
+
+def _in_int64(value: int | None) -> int | None:
+    """``value`` if int64 holds it, else None."""
+    return value if value is not None and I64_MIN <= value <= I64_MAX else None
 
 
 def crc32c_of(b: bytes, start: int, end: int) -> int:
@@ -627,6 +663,10 @@ def _parse_records(buf: bytes, pos: int, end: int, batch: RecordBatch) -> None:
     control = batch.control
     varint = _varint
     rec_start = pos
+    # Offset deltas are int32: only a base near int64's ends can be pushed past them. Timestamp
+    # deltas are int64 varlongs: any base can, so each sum is checked (two comparisons).
+    near_end = not _NEAR_MIN < base_offset < _NEAR_MAX
+    lost = 0
     try:
         for _ in range(count):
             rec_start = pos
@@ -723,8 +763,18 @@ def _parse_records(buf: bytes, pos: int, end: int, batch: RecordBatch) -> None:
                         pos += hv
             if pos != rec_end:
                 raise RecordsBadLength(f"record length {length} but its fields take {pos - rec_end + length}")
-            rec = Record(base_offset + off_delta, base_ts + ts_delta if lat_ts is None else lat_ts,
-                         key, value, headers, off_delta, ts_delta, attrs, length)
+            offset = base_offset + off_delta
+            if near_end and not I64_MIN <= offset <= I64_MAX:
+                offset = None
+                lost += 1
+            if lat_ts is None:
+                t = base_ts + ts_delta
+                if not I64_MIN <= t <= I64_MAX:
+                    t = None
+                    lost += 1
+            else:
+                t = lat_ts
+            rec = Record(offset, t, key, value, headers, off_delta, ts_delta, attrs, length)
             if control:
                 rec.control = _control(key, value)
             append(rec)
@@ -732,6 +782,10 @@ def _parse_records(buf: bytes, pos: int, end: int, batch: RecordBatch) -> None:
         raise RecordsUnderflow(f"record at byte {rec_start} runs past the end of the records ({end})") from None
     except RecordsError as e:
         raise type(e)(f"record {len(records)} at byte {rec_start}: {e}") from e
+    finally:
+        if lost:        # said of the records decoded, whether or not the batch then failed
+            batch.out_of_range = (f"{OUT_OF_RANGE}: batch at byte {batch.position} (base offset {base_offset}, base "
+                                  f"timestamp {base_ts}): {lost} record offset(s) or timestamp(s) beyond int64: null")
     if pos != end:
         raise RecordsBadLength(f"{end - pos} bytes left after the {count} declared records")
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from dissector.codecs import Budget, BytesMode, codec_name, render_bytes
 from dissector.errors import RecordsBadLength, RecordsError, RecordsUnderflow
-from dissector.records import DEFAULT_MAX_DECOMPRESSED, RecordsSummary
+from dissector.records import DEFAULT_MAX_DECOMPRESSED, I64_MAX, OUT_OF_RANGE, RecordsSummary
 
 __all__ = ["Message07", "MessageSet07", "MessageSetSummary", "decode_message_set", "summarize",
            "message_set_extent", "MIN_LENGTH"]
@@ -210,13 +210,20 @@ def summarize(data: bytes, base_offset: int | None = None, *, check_crc: bool = 
             pos = end
     except RecordsError as e:
         err = str(e)
+    out_of_range = None
+    if last is not None and last > I64_MAX:
+        # A fetch offset near int64's end: byte positions past it have no int64 offset.
+        out_of_range = (f"{OUT_OF_RANGE}: fetch offset {base_offset} plus byte positions up to {pos} beyond int64: "
+                        "offsets past it null")
+        first = first if first <= I64_MAX else None
+        last = None
     return MessageSetSummary(
         total_bytes=n, magics=tuple(m for m in (0, 1) if magics >> m & 1), batch_count=count,
         record_count=None if unknown else records, legacy_wrappers=wrappers,
         first_offset=first, last_offset=last,
         codec=None if codec < 0 else ("mixed" if codec == 8 else codec_name(codec)),
         crc_checked=check_crc, crc_failures=failures, partial_tail=partial, tail_bytes=n - pos if partial else 0,
-        error=err, error_offset=pos if err else None, data=data, base_offset=base_offset)
+        error=err, error_offset=pos if err else None, data=data, out_of_range=out_of_range, base_offset=base_offset)
 
 
 def _broken(m: Message07) -> bool:
@@ -258,7 +265,7 @@ def _decode(buf: bytes, pos: int, end: int, base: int | None, budget: Budget, de
     stop = pos + 4 + length
     payload = buf[pos + _HEADER[magic]:stop]
     if top:
-        offset = None if base is None else base + pos
+        offset = None if base is None or base + pos > I64_MAX else base + pos
     c = attrs & 3 if magic == 1 else 0
     msg = Message07(pos, offset, length, magic, attrs, codec_name(c), crc, zlib.crc32(payload) == crc, payload)
     if not c:

@@ -50,6 +50,14 @@ class TextColumn:
     def __len__(self) -> int:
         return len(self.ends)
 
+    def truncate(self, k: int) -> None:
+        """Keep the first ``k`` cells (the row builder takes back an exchange whose rows failed)."""
+        if k >= len(self.ends):
+            return
+        del self.data[self.ends[k - 1] if k else 0:]
+        del self.ends[k:]
+        del self.valid[k:]
+
     def take(self, k: int) -> tuple[bytes | bytearray, list[int], bytearray]:
         """The first ``k`` cells (data, end offsets, validity), removed from the column."""
         if k == len(self.ends):

@@ -13,6 +13,8 @@ cdef class Tally:
 cdef class RowBuilder:
     cdef public object capture, options, topics, cols, kinds
     cdef public object _position, _unresolved, _ex, _pa, _an, _rec, _pay
+    cdef public list _ex0, _pa0, _an0
+    cdef public object _rec0
     cdef public dict _api_names, _plans, _error_names
     cpdef _api_name(self, api_key)
     cpdef _error_name(self, code)
@@ -24,8 +26,11 @@ cdef class RowBuilder:
                    a_offset=list, a_base_offset=list, a_last_offset=list, a_high_watermark=list,
                    a_compression=list)
     cpdef _partitions(self, conn, msg, kind, Tally tally, cid, name, ts)
-    @cython.locals(ex=Exchange, req=Request, resp=Response, body=dict, ci=ConnectionInfo)
+    @cython.locals(n_ex=Py_ssize_t, n_pa=Py_ssize_t, n_an=Py_ssize_t, n_rec=Py_ssize_t)
     cpdef exchange(self, conn, ex, Tally tally)
+    @cython.locals(ex=Exchange, req=Request, resp=Response, body=dict, ci=ConnectionInfo)
+    cpdef _exchange(self, conn, ex, Tally tally)
+    cpdef tuple _mark(self)
 
 cpdef _plan_key(api_key, kind, version)
 

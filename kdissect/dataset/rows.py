@@ -17,7 +17,13 @@ from typing import Any, Protocol
 from capture.flows import ConnectionInfo
 from dissector.compiled import compiled_file
 from dissector.events import KAFKA_PROTOCOL, Anomaly, Direction, Exchange, Request, Response
-from dissector.records import DEFAULT_MAX_DECOMPRESSED, RecordBatch, RecordsSummary, decode_records
+from dissector.records import (
+    DEFAULT_MAX_DECOMPRESSED,
+    OUT_OF_RANGE as _OUT_OF_RANGE,
+    RecordBatch,
+    RecordsSummary,
+    decode_records,
+)
 from dissector import schema
 from dissector.schema import api_name, error_name
 from dissector.topics import TopicRegistry
@@ -34,6 +40,10 @@ Row = dict[str, Any]
 Plan = tuple[tuple[str, ...], str | None, str | None, str | None, str | None, str | None, tuple[str, ...]]
 Columns = Sequence[list]           # one list per column, in the table schema's order
 _RECORD_COLUMNS = 21               # the records table's columns before the payload ones
+# The latest millisecond timestamp whose microseconds fit timestamp[us] (int64).
+# Problems starting so are values computed from the wire beyond the dataset's types (anomaly kind
+# ``out_of_range``); dissector.records words them so too (OUT_OF_RANGE).
+_MAX_TIMESTAMP_MS = ((1 << 63) - 1) // 1000
 _DIRECTION = {Direction.TO_BROKER: "request", Direction.TO_CLIENT: "response"}
 # In compact JSON a key is `"error_code":`; inside a string value its quotes would be
 # escaped, so this cannot match text that merely mentions the name.
@@ -97,6 +107,8 @@ class Unresolved(Protocol):
     def partition(self, row: int, topic_id: str) -> None: ...
     def records(self, first: int, count: int, topic_id: str) -> None: ...
     def anomaly(self, row: int, topic_id: str) -> None: ...
+    def forget(self, table: str, row: int) -> None:
+        """Rows of ``table`` from ``row`` on were taken back (an exchange whose rows failed)."""
 
 
 @dataclass
@@ -137,6 +149,8 @@ class RowBuilder:
             from kdissect.dataset.payload_columns import PayloadColumns, payload_decoder
             self._pay = PayloadColumns(options.payloads if options.payloads is not None else payload_decoder(),
                                        cols["records"][_RECORD_COLUMNS:])
+        self._ex0, self._pa0, self._an0 = self._ex[0], self._pa[0], self._an[0]
+        self._rec0 = self._rec[0] if self._rec is not None else None
         self._api_names: dict[int, str] = {}
         self._plans: dict[int, tuple[Plan, ...]] = {}       # by _plan_key
         self._error_names: dict[int, str] = {}
@@ -144,8 +158,30 @@ class RowBuilder:
     # -- exchanges ---------------------------------------------------------------------------
 
     def exchange(self, conn: ConnectionLike, ex: Exchange, tally: Tally) -> tuple[str | None, str, int | None,
-                                                                                  str | None, int]:
-        """Rows of one exchange; returns (api name, status, error code, error name, JSON bytes)."""
+                                                                                  str | None, int] | None:
+        """Rows of one exchange; returns (api name, status, error code, error name, JSON bytes).
+
+        An exception while building them (a bug: it must not happen) costs this exchange alone:
+        every row it had added is taken back, a ``dissector_error`` anomaly names it, and None
+        is returned; the capture's other rows are untouched.
+        """
+        # The rows each table holds before (see _mark), read from the first columns themselves:
+        # compiled, four list sizes in C (rows.pxd), where _mark's tuple costs an exchange ~300 instructions.
+        n_ex, n_pa, n_an = len(self._ex0), len(self._pa0), len(self._an0)
+        n_rec = len(self._rec0) if self._rec0 is not None else 0
+        try:
+            return self._exchange(conn, ex, tally)
+        except Exception as exc:  # noqa: BLE001  (one exchange's bug must not cost the capture)
+            self._rollback((n_ex, n_pa, n_an, n_rec))
+            tally.partitions = tally.records = tally.record_bytes = 0
+            first = ex.request if ex.request is not None else ex.response
+            self._anomaly_at(conn.id, us(getattr(first, "first_ts", None)), "dissector_error", None,
+                             f"{_exchange_name(ex)}: building its rows raised {_raised(exc)}; "
+                             "the exchange is left out of the dataset", None)
+            return None
+
+    def _exchange(self, conn: ConnectionLike, ex: Exchange, tally: Tally) -> tuple[str | None, str, int | None,
+                                                                                   str | None, int]:
         (capture, connection, client_ip, client_port, broker_ip, broker_port, tls_version, tls_cipher, tls_sni,
          a_key, a_name, a_version, a_protocol, a_corr, client_id, request_ts, response_ts, latency_ms, request_bytes,
          response_bytes, error_code, error_name_, throttle, status, decode_error, request, response,
@@ -262,6 +298,34 @@ class RowBuilder:
         if name is None:
             name = self._error_names[code] = error_name(code)
         return name
+
+    # -- taking rows back (see exchange) -------------------------------------------------------
+
+    def _mark(self) -> tuple[int, int, int, int]:
+        """Rows in each table's buffers (exchanges, partitions, anomalies, records): every column
+        of a table holds as many cells between two exchanges, so its first column tells."""
+        rec = self._rec
+        return (len(self._ex[0]), len(self._pa[0]), len(self._an[0]), len(rec[0]) if rec is not None else 0)
+
+    def _rollback(self, mark: tuple[int, int, int, int]) -> None:
+        """Take back every cell added since ``mark``, whole rows and the part of a row alike."""
+        kinds = self.kinds
+        for kind in self._an[3][mark[2]:]:            # anomaly rows counted as they were added
+            kinds[kind] -= 1
+            if not kinds[kind]:
+                del kinds[kind]
+        tables = (("exchanges", self._ex), ("partitions", self._pa), ("anomalies", self._an),
+                  ("records", self._rec))
+        for (table, cols), n in zip(tables, mark):
+            if cols is None:
+                continue
+            if self._unresolved is not None and self._position is not None:
+                self._unresolved.forget(table, self._position(table) + n)
+            for col in cols:
+                if type(col) is list:
+                    del col[n:]
+                else:
+                    col.truncate(n)
 
     # -- partitions --------------------------------------------------------------------------
 
@@ -384,7 +448,7 @@ class RowBuilder:
                     a_base_offset.append(first if count is not None or first is not None else offset)
                     a_last_offset.append(summary.last_offset)
                     a_compression.append(summary.codec)
-                    if summary.crc_failures or summary.error or (want_records and summary.data):
+                    if summary.crc_failures or summary.error or summary.out_of_range or (want_records and summary.data):
                         where = f"{name} v{version} {kind} corr {corr} {tname or topic_id}[{partition}]"
                         self._record_extras(conn, msg, kind, ts, tname, topic_id, partition, summary, where,
                                             track, tally)
@@ -447,27 +511,41 @@ class RowBuilder:
         if error:
             self._anomaly_at(conn.id, ts, "records_malformed", kind, f"{where}: {error}",
                              topic_id if track else None)
+        beyond = getattr(rec, "out_of_range", None)
+        if beyond:
+            self._anomaly_at(conn.id, ts, "out_of_range", kind, f"{where}: {beyond}", topic_id if track else None)
         data = getattr(rec, "data", None)
         if self._rec is not None and data:
             first = self._where_next("records") if track else 0
-            if isinstance(rec, MessageSetSummary):
-                rows, nbytes, problems = self._v07_records(conn.id, msg.correlation_id, msg.api_key, kind, ts, tname,
-                                                           topic_id, partition, rec)
-            else:
-                rows, nbytes, problems = self._records(conn.id, msg.correlation_id, msg.api_key, kind, ts, tname,
-                                                       topic_id, partition, data)
+            mark = self._mark()
+            try:
+                if isinstance(rec, MessageSetSummary):
+                    rows, nbytes, problems = self._v07_records(conn.id, msg.correlation_id, msg.api_key, kind, ts,
+                                                               tname, topic_id, partition, rec)
+                else:
+                    rows, nbytes, problems = self._records(conn.id, msg.correlation_id, msg.api_key, kind, ts, tname,
+                                                           topic_id, partition, data, where)
+            except Exception as exc:  # noqa: BLE001  (a bug decoding this field's records costs them alone)
+                self._rollback(mark)
+                rows, nbytes = 0, 0
+                problems = []
+                self._anomaly_at(conn.id, ts, "dissector_error", kind,
+                                 f"{where}: decoding its records raised {_raised(exc)}; they are left out of the "
+                                 "records table", topic_id if track else None)
             tally.records += rows
             tally.record_bytes += nbytes
             if track and rows:
                 self._unresolved.records(first, rows, topic_id)  # type: ignore[union-attr]
             for problem in problems:
-                self._anomaly_at(conn.id, ts, "records_decode", kind, f"{where}: {problem}",
-                                 topic_id if track else None)
+                # Values computed from the wire that leave the dataset's types have their own kind.
+                pkind = "out_of_range" if problem.startswith(_OUT_OF_RANGE) else "records_decode"
+                self._anomaly_at(conn.id, ts, pkind, kind, f"{where}: {problem}", topic_id if track else None)
 
     # -- records -----------------------------------------------------------------------------
 
     def _records(self, cid: str, corr: int, api_key: int | None, kind: str, ts: int, tname: str | None,
-                 topic_id: str | None, partition: int | None, data: bytes) -> tuple[int, int, list[str]]:
+                 topic_id: str | None, partition: int | None, data: bytes,
+                 where: str = "") -> tuple[int, int, list[str]]:
         """Rows of the records table for one records field: (rows, key+value bytes kept, problems)."""
         options = self.options
         rs = decode_records(data, max_decompressed=options.max_decompressed, strict=False)
@@ -479,53 +557,76 @@ class RowBuilder:
         cap = self.capture
         pay = self._pay
         n = nbytes = 0
+        late = 0                # record timestamps past what timestamp[us] holds
         for batch in rs.batches:
             if batch.error:
                 problems.append(batch.error)
-            v2 = isinstance(batch, RecordBatch)
-            if v2:
-                magic, pid, epoch, txn, control = (batch.magic, batch.producer_id, batch.producer_epoch,
-                                                   batch.transactional, batch.control)
-            else:
-                magic, pid, epoch, txn, control = batch.magic, None, None, False, False
-            for rec in batch.leaves():
-                t = rec.timestamp
-                key, value = rec.key, rec.value
-                capture.append(cap)
-                connection.append(cid)
-                a_corr.append(corr)
-                a_key.append(api_key)
-                direction.append(kind)
-                a_ts.append(ts)
-                a_topic.append(tname)
-                a_topic_id.append(topic_id)
-                a_partition.append(partition)
-                a_offset.append(rec.offset)
-                a_timestamp.append(t * 1000 if t is not None and t >= 0 else None)
+            mark = len(capture)
+            batch_n = n
+            batch_bytes = nbytes
+            try:
+                v2 = isinstance(batch, RecordBatch)
                 if v2:
-                    a_magic.append(magic)
-                    a_header_count.append(len(rec.headers))
+                    magic, pid, epoch, txn, control = (batch.magic, batch.producer_id, batch.producer_epoch,
+                                                       batch.transactional, batch.control)
                 else:
-                    a_magic.append(rec.magic)
-                    a_header_count.append(0)
-                a_key_size.append(None if key is None else len(key))
-                a_value_size.append(None if value is None else len(value))
-                if keep:
-                    a_key_bytes.append(key)
-                    a_value_bytes.append(value)
-                    nbytes += (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-                else:
-                    a_key_bytes.append(None)
-                    a_value_bytes.append(None)
-                a_producer_id.append(pid)
-                a_producer_epoch.append(epoch)
-                a_transactional.append(txn)
-                a_control.append(control)
-                if pay is not None:
-                    nbytes += pay.record(key, value, rec.headers if v2 else (), tname, rec.offset)
-                n += 1
+                    magic, pid, epoch, txn, control = batch.magic, None, None, False, False
+                if batch.out_of_range:
+                    problems.append(batch.out_of_range)
+                for rec in batch.leaves():
+                    t = rec.timestamp
+                    key, value = rec.key, rec.value
+                    capture.append(cap)
+                    connection.append(cid)
+                    a_corr.append(corr)
+                    a_key.append(api_key)
+                    direction.append(kind)
+                    a_ts.append(ts)
+                    a_topic.append(tname)
+                    a_topic_id.append(topic_id)
+                    a_partition.append(partition)
+                    a_offset.append(rec.offset)
+                    if t is None or t < 0:
+                        a_timestamp.append(None)
+                    elif t > _MAX_TIMESTAMP_MS:
+                        a_timestamp.append(None)
+                        late += 1
+                    else:
+                        a_timestamp.append(t * 1000)
+                    if v2:
+                        a_magic.append(magic)
+                        a_header_count.append(len(rec.headers))
+                    else:
+                        a_magic.append(rec.magic)
+                        a_header_count.append(0)
+                    a_key_size.append(None if key is None else len(key))
+                    a_value_size.append(None if value is None else len(value))
+                    if keep:
+                        a_key_bytes.append(key)
+                        a_value_bytes.append(value)
+                        nbytes += (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+                    else:
+                        a_key_bytes.append(None)
+                        a_value_bytes.append(None)
+                    a_producer_id.append(pid)
+                    a_producer_epoch.append(epoch)
+                    a_transactional.append(txn)
+                    a_control.append(control)
+                    if pay is not None:
+                        nbytes += pay.record(key, value, rec.headers if v2 else (), tname, rec.offset)
+                    n += 1
+            except Exception as exc:  # noqa: BLE001  (a bug in one batch's rows costs that batch alone)
+                for col in self.cols["records"]:     # the payload columns too
+                    del col[mark:]
+                n, nbytes = batch_n, batch_bytes
+                self._anomaly_at(cid, ts, "dissector_error", kind,
+                                 f"{where}: building the rows of the {_batch_name(batch)} raised {_raised(exc)}; "
+                                 "its records are left out of the records table", None)
         if pay is not None:
             problems += pay.problems()
+        if late:
+            problems.append(f"{_OUT_OF_RANGE}: {late} record timestamp{'s' if late != 1 else ''} past the year "
+                            "294,000, beyond what a timestamp column holds: null")
         return n, nbytes, problems
 
     def _v07_records(self, cid: str, corr: int, api_key: int | None, kind: str, ts: int, tname: str | None,
@@ -632,6 +733,32 @@ def _arrays(node: Any, path: tuple[str, ...]) -> Iterator[dict]:
         rest = path[1:]
         for item in items:
             yield from _arrays(item, rest)
+
+
+def _raised(exc: BaseException) -> str:
+    """``TypeError: ... at kdissect/dataset/bodies.py:48``: what raised, and the innermost line it came from."""
+    where = exc.__traceback__
+    while where is not None and where.tb_next is not None:
+        where = where.tb_next
+    at = f" at {where.tb_frame.f_code.co_filename}:{where.tb_lineno}" if where is not None else ""
+    return f"{type(exc).__name__}: {exc}{at}"
+
+
+def _exchange_name(ex: Exchange) -> str:
+    """``Produce v3 correlation id 7`` (or what is known of an exchange whose parts are odd)."""
+    first = ex.request if ex.request is not None else ex.response
+    api_key = getattr(first, "api_key", None)
+    version = getattr(first, "api_version", None)
+    try:
+        name = api_name(api_key) if isinstance(api_key, int) else "unknown api"
+    except Exception:  # noqa: BLE001  (naming must not fail where it reports a failure)
+        name = f"api {api_key}"
+    v = f" v{version}" if version is not None else ""
+    return f"{name}{v} correlation id {getattr(first, 'correlation_id', None)}"
+
+
+def _batch_name(batch: Any) -> str:
+    return f"batch at byte {getattr(batch, 'position', '?')}"
 
 
 def _failure_text(exchange: Exchange) -> str | None:

@@ -6,9 +6,10 @@ from kdissect.dataset.rows cimport RowBuilder, Tally
 
 cdef class Counts:
     cdef public object captures, connections, exchanges, per_api, statuses, errors, anomalies, partitions, records
+    cdef public object flows
 
 cdef class TableWriter:
-    cdef public object path, tmp, table, rows, cols, weight, _batch_rows, _batch_bytes, _writer
+    cdef public object path, tmp, table, rows, cols, weight, _batch_rows, _batch_bytes, _writer, out_of_range
     cpdef full(self)
     cpdef flush(self, final=*)
 

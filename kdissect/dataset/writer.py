@@ -115,6 +115,7 @@ class TableWriter:
         for col in self.cols:
             reserve(col.ends if isinstance(col, TextColumn) else col, batch_rows)
         self.weight = 0                        # weighed bytes waiting (JSON bodies, record bytes)
+        self.out_of_range: dict[str, int] = {}   # column -> cells its type could not hold (see take_table)
         self._batch_rows = batch_rows
         self._batch_bytes = batch_bytes
         self._writer = None
@@ -158,7 +159,18 @@ class TableWriter:
         import pyarrow as pa
         schema = _schema(self.table)
         # In place: row builders hold these buffers' append methods.
-        arrays = [to_arrow(take(col, n), f.type) for col, f in zip(self.cols, schema)]
+        arrays = []
+        for col, f in zip(self.cols, schema):
+            values = take(col, n)
+            try:
+                arrays.append(to_arrow(values, f.type))
+            except pa.ArrowInvalid:
+                # A value the column's type cannot hold, which row building should have caught: the
+                # cell is nulled (clamped in a column that takes no null), counted, and reported as an
+                # ``out_of_range`` anomaly when the capture's files close, rather than the files lost.
+                values, changed = fit_integers(values, f.type, f.nullable)
+                self.out_of_range[f.name] = self.out_of_range.get(f.name, 0) + changed
+                arrays.append(to_arrow(values, f.type))
         return pa.Table.from_arrays(arrays, schema=schema)
 
     def _open(self, schema: pa.Schema):  # type: ignore[no-untyped-def]
@@ -185,6 +197,23 @@ class TableWriter:
         except Exception:  # noqa: BLE001 - already failing; the temp file goes either way
             pass
         self.tmp.unlink(missing_ok=True)
+
+
+def fit_integers(values: list[Any], type_: pa.DataType, nullable: bool) -> tuple[list[Any], int]:
+    """An integer column's cells with those ``type_`` cannot hold nulled (or, where the column takes no
+    null, clamped to the type's range), and how many changed."""
+    import pyarrow as pa
+    if not pa.types.is_integer(type_):
+        raise pa.ArrowInvalid(f"values do not fit {type_}")
+    lo, hi = -(1 << (type_.bit_width - 1)), (1 << (type_.bit_width - 1)) - 1
+    out = []
+    changed = 0
+    for v in values:
+        if isinstance(v, int) and not lo <= v <= hi:
+            changed += 1
+            v = None if nullable else min(max(v, lo), hi)
+        out.append(v)
+    return out, changed
 
 
 def parquet_writer(path: Path, table: str, schema: pa.Schema):  # type: ignore[no-untyped-def]
@@ -265,6 +294,9 @@ class Counts:
     anomalies: Counter[str] = field(default_factory=Counter)    # by kind
     partitions: int = 0
     records: int = 0
+    # TCP connections that carried data, by what detection made of them (kafka, tls, not_kafka):
+    # capture's CaptureStats.connections, so that a connection not decoded is still counted.
+    flows: Counter[str] = field(default_factory=Counter)
 
     def add(self, other: Counts, capture: str | None = None) -> None:
         """Add ``other``'s counts; ``capture`` names the capture they are of when this sums several: a
@@ -278,6 +310,7 @@ class Counts:
         self.anomalies.update(other.anomalies)
         self.partitions += other.partitions
         self.records += other.records
+        self.flows.update(other.flows)
 
 
 class CaptureWriter:
@@ -336,10 +369,15 @@ class CaptureWriter:
     def exchange(self, conn: ConnectionLike, ex: Exchange) -> None:
         c = self._counts
         c.connections.add(conn.id)
-        c.exchanges += 1
         tally = self._tally
         tally.partitions = tally.records = tally.record_bytes = 0
-        api, status, code, error, size = self._rows.exchange(conn, ex, tally)
+        built = self._rows.exchange(conn, ex, tally)
+        if built is None:               # its rows raised: left out, a dissector_error anomaly says so
+            if self._an.full():
+                self._an.flush()
+            return
+        c.exchanges += 1
+        api, status, code, error, size = built
         name = api or "unknown"
         per_api = self._per_api
         per_api[name] = per_api.get(name, 0) + 1
@@ -386,8 +424,18 @@ class CaptureWriter:
     def close(self) -> list[tuple[Path, Path]]:
         """Write every table's file under its temporary name: (temporary, final) paths; the schemas the
         capture's ``_schemas`` records taught go to ``OUTDIR/schemas/`` (the same files every time)."""
-        for w in self._writers.values():
-            w.close()
+        for t, w in self._writers.items():
+            if t != "anomalies":
+                w.close()
+        # The anomalies last, so that they hold what the others' last row groups had to change.
+        for t, w in self._writers.items():
+            for column, n in w.out_of_range.items():
+                self._rows.anomaly(None, Anomaly(
+                    "out_of_range", None, 0,
+                    f"{n} value{'s' if n != 1 else ''} of the {t} table's {column} column beyond its type: "
+                    "null (clamped where the column takes no null)"))
+            w.out_of_range.clear()
+        self._an.close()
         pay = self.options.payloads
         if pay is not None and pay.learned.learned:
             from kdissect.dataset.payload_columns import write_learned

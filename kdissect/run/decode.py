@@ -168,6 +168,7 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
         try:
             with fewer_collections():
                 run_into(run, writer, tick)
+            writer.counts.flows.update(run.stats.connections)
             files = writer.commit()
             remove_joined(capture[1:], files)
             result.files += files

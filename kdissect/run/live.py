@@ -237,6 +237,7 @@ def _run(live: LiveOptions, options: DecodeOptions, status: TextIO, out: Path, n
         raise dec.error
     total = dec.total
     total.captures = 1
+    total.flows.update(run.stats.connections)
     st = src.status
     status.write(format_summary(total, packets=run.stats.packets, bytes_read=src.bytes_read,
                                 elapsed=time.monotonic() - start, outdir=str(out), tables=list(tables),

@@ -90,6 +90,15 @@ class _Unnamed:
     def anomaly(self, row: int, topic_id: str) -> None:
         self._add("anomalies", row, 1, topic_id)
 
+    def forget(self, table: str, row: int) -> None:
+        for (t, topic_id), runs in self.rows.items():
+            if t != table:
+                continue
+            while runs and runs[-3] >= row:           # whole runs from ``row`` on
+                del runs[-3:]
+            if runs and runs[-3] + runs[-2] > row:    # a run reaching past it
+                runs[-2] = row - runs[-3]
+
 
 @dataclass(slots=True)
 class ShareResult:
@@ -152,6 +161,7 @@ def decode_share(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
         with fewer_collections():
             for ce in run:
                 event(ce.conn, ce.event)
+        writer.counts.flows.update(run.pipeline.stats.connections)
         files = writer.close()
     except BaseException:
         writer.abort()

@@ -56,6 +56,15 @@ def _top(c: Counter[str], limit: int = 8) -> str:
     return f"  ({text})" if text else ""
 
 
+def _undecoded(counts: Counts) -> str:
+    """``  (of 5 TCP connections with data; 2 not Kafka)``: connections seen and not decoded (TLS ones
+    without keys have a line of their own)."""
+    flows = counts.flows
+    if not flows["not_kafka"]:
+        return ""
+    return f"  (of {sum(flows.values()):,} TCP connections with data; {flows['not_kafka']:,} not Kafka)"
+
+
 def format_summary(counts: Counts, *, packets: int, bytes_read: int, elapsed: float, outdir: str,
                    tables: list[str], source: str | None = None,
                    rotated: list[tuple[str, int]] | None = None) -> str:
@@ -75,7 +84,7 @@ def format_summary(counts: Counts, *, packets: int, bytes_read: int, elapsed: fl
         lines.append(f"rotated      {sum(n for _, n in rotated):,} files read as {len(rotated):,} "
                      f"capture{'s' if len(rotated) != 1 else ''}: {sets}{more}")
     lines += [
-        f"connections  {len(counts.connections):,}",
+        f"connections  {len(counts.connections):,}{_undecoded(counts)}",
         f"exchanges    {counts.exchanges:,}{_top(counts.per_api)}",
         f"unpaired     {sum(unpaired.values()):,}{_top(unpaired)}",
     ]

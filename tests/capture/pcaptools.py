@@ -304,6 +304,52 @@ def causal_shuffle(records: Sequence[Record], seed: int = 1, reply_swap: float =
     return [(t, lt, d, w) for t, (_, lt, d, w) in zip(stamps, final)]
 
 
+def swap_neighbours(records: Sequence[Record], seed: int = 1, reach: int = 7, swap: float = 0.5,
+                    dup_rate: float = 0.03, restamp: bool = True) -> list[Record]:
+    """Swap data segments with a later one of the same direction at most ``reach`` packets on (``swap``
+    of the time), repeat ``dup_rate`` of the packets a few packets later, then (``restamp``) give the
+    timestamps back in sorted order; else each packet keeps its own.
+
+    Unlike :func:`reorder_and_duplicate`, nothing holds a segment ahead of the ACK that covers it:
+    taps or queues that reorder show the peer's ACK of bytes before the bytes themselves, and
+    restamped, a late copy looks seconds late when the connection was idle in between.
+    """
+    rng = random.Random(seed)
+    out = list(records)
+    views = [_tcp_view(r) for r in out]
+
+    # Segments the original capture holds twice (its own retransmissions) stay where they are: which
+    # copy comes first decides the time of the bytes.
+    copies: dict[tuple[bytes, int], int] = {}
+    for v in views:
+        if v is not None and v[2]:
+            copies[(v[0], v[1])] = copies.get((v[0], v[1]), 0) + 1
+
+    def data(i: int) -> bool:
+        v = views[i]
+        return v is not None and v[2] > 0 and not v[4] & (SYN | FIN | RST) and copies[(v[0], v[1])] == 1
+
+    moved: set[int] = set()
+    for i in range(len(out)):
+        if i in moved or not data(i) or rng.random() >= swap:
+            continue
+        later = [j for j in range(i + 1, min(len(out), i + 1 + reach))
+                 if j not in moved and data(j) and views[j][0] == views[i][0]]
+        if later:
+            j = rng.choice(later)
+            out[i], out[j] = out[j], out[i]
+            views[i], views[j] = views[j], views[i]
+            moved |= {i, j}
+    final = list(out)
+    for _ in range(int(len(out) * dup_rate)):
+        k = rng.randrange(len(final))
+        final.insert(min(len(final), k + rng.randrange(2, 8)), final[k])
+    if not restamp:
+        return final
+    stamps = sorted(r[0] for r in final)
+    return [(t, lt, d, w) for t, (_, lt, d, w) in zip(stamps, final)]
+
+
 def drop(records: Sequence[Record], rate: float = 0.01, seed: int = 1) -> list[Record]:
     rng = random.Random(seed)
     return [r for r in records if rng.random() >= rate]

@@ -121,7 +121,90 @@ def test_undecided_buffering_is_bounded() -> None:
     p = Pipeline(CaptureOptions(detect_limit=4096), connection_factory=Recorder())
     assert list(p.run(c.records, final=False)) == []
     (flow,) = p.table.flows.values()
-    assert flow.state == IGNORED and flow.ops == [] and not any(flow.bufs)
+    assert flow.state == IGNORED and flow.ops is None and flow.bufs is None     # nothing kept once decided
+    assert p.stats.connections == {"not_kafka": 1}
+
+
+@pytest.mark.parametrize("port", [9092, 12345])
+def test_a_connection_without_data_is_not_counted_as_not_kafka(port: int) -> None:
+    """Handshakes and ACKs alone say nothing about the protocol: such connections (a health check that
+    only connects, a SYN flood) are neither decoded nor counted among the TCP connections not Kafka."""
+    quiet = pt.Conversation(client=("10.0.0.1", 40000), server=("10.0.0.2", port)).handshake().close()
+    syn_only = pt.Conversation(client=("10.0.0.1", 40001), server=("10.0.0.2", port))
+    syn_only.packet(True, pt.SYN)
+    other = pt.Conversation(client=("10.0.0.1", 40002), server=("10.0.0.2", port)).handshake()
+    other.send(True, HTTP).send(False, HTTP_REPLY).close()
+    p, rec, events = run(quiet.records + syn_only.records + other.records)
+    assert rec.made == [] and events == []
+    assert p.stats.connections == {"not_kafka": 1}          # the HTTP one alone
+
+
+def one_byte_short(corr: int) -> bytes:
+    """A Metadata v0 request whose last topic lacks a byte, its size saying so (a client encoder's bug)."""
+    bad = pt.metadata_request(corr, ["topic-a"])
+    return struct.pack(">i", len(bad) - 5) + bad[4:-1]
+
+
+def decode_all(records, **opts):  # type: ignore[no-untyped-def]
+    from dissector.events import Anomaly, Exchange
+    p = Pipeline(CaptureOptions(**opts))
+    events = [ce.event for ce in p.run(records)]
+    return (p, [e for e in events if isinstance(e, Exchange)], [e for e in events if isinstance(e, Anomaly)])
+
+
+@pytest.mark.parametrize("port", [9092, 29092, 12345])
+@pytest.mark.parametrize("midstream", [False, True])
+def test_a_first_request_that_does_not_decode_is_malformed_not_a_lost_connection(port: int, midstream: bool) -> None:
+    """Default detection, a Kafka port or not: a plausible header (known api key and version, sane size)
+    is enough; the bad request is reported, the exchanges after it decode as with --ports."""
+    c = pt.Conversation(server=("10.0.0.2", port)).handshake()
+    c.send(True, one_byte_short(1))
+    for corr in (2, 3):
+        c.send(True, pt.api_versions_request(corr)).send(False, pt.api_versions_response(corr))
+    recs = c.close().records
+    if midstream:
+        recs = recs[3:]
+    p, exchanges, anomalies = decode_all(recs)
+    _, explicit, _ = decode_all(recs, ports=frozenset({port}))
+    assert p.stats.connections == {"kafka": 1}
+    assert [(x.request.correlation_id, x.status.value) for x in exchanges] == \
+        [(x.request.correlation_id, x.status.value) for x in explicit]
+    assert [(x.request.api_key, x.request.correlation_id, x.status.value) for x in exchanges][-2:] == \
+        [(18, 2, "ok"), (18, 3, "ok")]
+    if not midstream:
+        assert exchanges[0].request.failure is not None and [a.kind for a in anomalies] == ["malformed"]
+
+
+def test_on_a_kafka_port_a_request_size_api_key_and_version_will_do() -> None:
+    """A client id no header would carry (not printable): not a plausible header anywhere, but on a Kafka port
+    the size, api key and version of a request are taken as Kafka, reported malformed."""
+    junk = struct.pack(">hhih", 3, 0, 1, 4) + b"\x01\x02\x03\x04" + b"\xff" * 3
+    first = struct.pack(">i", len(junk)) + junk
+    for port, made in ((9092, True), (12345, False)):
+        c = pt.Conversation(server=("10.0.0.2", port)).handshake()
+        c.send(True, first).send(True, pt.api_versions_request(2)).send(False, pt.api_versions_response(2)).close()
+        p, exchanges, _ = decode_all(c.records)
+        if made:
+            assert p.stats.connections == {"kafka": 1} and [x.status.value for x in exchanges][-1] == "ok"
+        else:
+            assert p.stats.connections == {"not_kafka": 1} and exchanges == []
+
+
+def test_mid_stream_consecutive_request_headers_that_do_not_decode_are_kafka() -> None:
+    """Joined mid-stream on no Kafka port, only requests that do not decode: two headers one right after the
+    other (the second where the first frame's size ends it) are evidence enough."""
+    c = pt.Conversation(server=("10.0.0.2", 12345)).handshake()
+    for corr in range(1, 5):
+        c.send(True, one_byte_short(corr))
+    p, exchanges, anomalies = decode_all(c.records[3:])
+    assert p.stats.connections == {"kafka": 1}
+    # Joined mid-stream, the dissector resyncs only on a frame it can prove, which none is: the bytes are
+    # reported, not decoded, and the connection is in the dataset.
+    assert exchanges == [] and [a.kind for a in anomalies] == ["unsynced_tail"]
+    # A single such header in noise is not: one frame proves nothing.
+    c = pt.Conversation(server=("10.0.0.2", 12345)).handshake()
+    c.send(True, bytes(range(200)) + one_byte_short(1) + bytes(range(200, 256)) * 3)
+    p, _, _ = decode_all(c.records[3:])
     assert p.stats.connections == {"not_kafka": 1}
 
 

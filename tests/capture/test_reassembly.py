@@ -150,14 +150,31 @@ def test_window_overflow_declares_the_hole_lost() -> None:
     assert next(o for o in ops if o[0] == GAP)[4] == "reorder_limit"     # the cap bit, and says so
 
 
-def test_peer_ack_past_a_hole_declares_it_lost_at_once() -> None:
-    hs = HalfStream()
+def test_peer_ack_past_a_hole_declares_it_lost_after_ack_wait_segments() -> None:
+    hs = HalfStream(ack_wait=3)
     hs.syn(0)
     ops = hs.add(1, b"abc", 0, 0) + hs.add(10, b"xyz", 0, 0)
     assert stream_of(ops) == b"abc"
     hs.peer_ack = 13
-    ops += hs.acked(1)
+    for ts in (1, 2, 3):                     # the ACK, then two more segments: still waited for
+        ops += hs.acked(ts)
+        assert stream_of(ops) == b"abc"
+    ops += hs.acked(4)                       # the third segment after the ACK
     assert stream_of(ops) == b"abc??????xyz"
+    assert [o[4] for o in ops if o[0] == GAP] == ["acked"]
+
+
+def test_a_late_copy_after_the_peer_ack_fills_its_hole() -> None:
+    """Taps that reorder: the peer's ACK of bytes is captured before the bytes themselves."""
+    hs = HalfStream(ack_wait=8)
+    hs.syn(0)
+    ops = hs.add(1, b"abc", 0, 0, 500) + hs.add(10, b"xyz", 0, 0, 501)
+    hs.peer_ack = 13
+    for ts in range(1, 6):
+        ops += hs.acked(ts)
+    ops += hs.add(4, b"defghi", 0, 10_000_000_000, 502)     # five segments and ten seconds later
+    assert stream_of(ops) == b"abcdefghixyz" and hs.gaps == 0
+    assert [o[4] for o in ops if o[0] == DATA] == [500, 502, 501]    # each piece with its segment's ACK
 
 
 def test_truncated_payload_is_a_truncation_gap() -> None:

@@ -106,9 +106,58 @@ def dissector_connection() -> Iterator[bytes]:
 
 
 def dataset_writer() -> Iterator[bytes]:
+    from dissector.encoder import request_frame
+
     max_len = TARGETS["dataset_writer"].max_len
     for items in connection_streams():
         yield from list(_fit(items, max_len))[:1]
+    # Produce requests whose record batches' offsets and timestamps leave int64 (the records seeds').
+    for corr, batch in enumerate(_edge_batches(), 1):
+        yield pack_chunks([(0, request_frame(0, 3, corr, "c", {"acks": 1, "timeout_ms": 1000, "topic_data": [
+            {"name": "t", "partition_data": [{"index": 0, "records": batch}]}]}))])
+
+
+def amplification() -> Iterator[bytes]:
+    """The connection streams, and frames of many small array entries (the budget's case) of a few apis."""
+    from dissector.encoder import request_frame, response_frame
+
+    max_len = TARGETS["amplification"].max_len
+    for items in connection_streams():
+        yield from list(_fit(items, max_len))[:1]
+    dense = [
+        (0, request_frame(3, 9, 1, "c", {"topics": [{"name": ""}] * 20_000})),
+        (0, request_frame(8, 8, 2, "c", {"groups": [{"group_id": "g", "topics": [{"name": "", "partitions": [
+            {"partition_index": i} for i in range(3000)]}]}]})),
+        (0, request_frame(11, 5, 3, "c", {"group_id": "g", "protocol_type": "consumer", "protocols": [
+            {"name": "range", "metadata": encode_data(SUBSCRIPTION, 1, {"topics": [""] * 2000},
+                                                      version_prefix=True)}] * 3})),
+        (0, request_frame(3, 1, 4, "c", {"topics": [{"name": "t"}] * 5})),
+        (1, response_frame(3, 1, 4, {"topics": [{"name": "t", "partitions": [{}] * 800}] * 2})),
+    ]
+    for tag, frame in dense:
+        yield from list(_fit([(tag, frame)], max_len))[:1]
+
+
+def detection() -> Iterator[bytes]:
+    """Each sample connection's first client and broker bytes on every port, and what no client at hand sends:
+    a first request one byte short, other protocols, noise."""
+    import struct
+
+    max_len = TARGETS["detection"].max_len
+    starts = []
+    for items in connection_streams():
+        first = [(tag & 1, b) for tag, b in items if not tag & 2][:6]
+        if first:
+            starts.append(first)
+    bad = pt.metadata_request(1, ["topic-a"])
+    short = struct.pack(">i", len(bad) - 5) + bad[4:-1]
+    starts += [[(0, short), (0, pt.api_versions_request(2)), (1, pt.api_versions_response(2))],
+               [(0, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"), (1, b"HTTP/1.1 200 OK\r\n\r\n")],
+               [(0, b"*1\r\n$4\r\nPING\r\n"), (1, b"+PONG\r\n")],
+               [(0, bytes(range(256)) * 4), (1, bytes(range(255, -1, -1)) * 4)]]
+    for i, first in enumerate(starts):
+        for flags in (i % 6, 8 | (i + 3) % 6):
+            yield (bytes([flags]) + pack_chunks(first))[:max_len]
 
 
 def _legacy_and_v2_every_codec() -> Iterator[bytes]:
@@ -132,9 +181,31 @@ def _legacy_and_v2_every_codec() -> Iterator[bytes]:
             yield bytes(lb.build())
 
 
+def _edge_batches() -> Iterator[bytes]:
+    """v2 batches whose sums leave int64: base offset -2^63 with last offset delta -1, base offset 2^63-1
+    with deltas past it, timestamps pushed past int64 by their deltas (no client sends these)."""
+    import struct
+
+    import crc32c
+
+    from tests.kdissect.bombs import _varint
+
+    top = (1 << 63) - 1
+    for base, lod, base_ts, deltas in ((-(1 << 63), -1, 0, [(0, 0)]), (top, 2, 1_700_000_000_000, [(0, 0), (2, 0)]),
+                                       (5, 0, top - 10, [(0, 100)]), (-(1 << 62), 0, -(1 << 63), [(0, -(1 << 62))])):
+        recs = b""
+        for off_delta, ts_delta in deltas:
+            rec = b"\x00" + _varint(ts_delta) + _varint(off_delta) + _varint(-1) + _varint(1) + b"x" + _varint(0)
+            recs += _varint(len(rec)) + rec
+        body = struct.pack(">hiqqqhii", 0, lod, base_ts, base_ts, -1, -1, -1, len(deltas)) + recs
+        yield (struct.pack(">qiib", base, 9 + len(body), 0, 2) + struct.pack(">I", crc32c.crc32c(body)) + body)
+
+
 def records() -> Iterator[bytes]:
     max_len = TARGETS["records"].max_len - 1
     seen: set[bytes] = set()
+    for data in _edge_batches():
+        yield b"\x01" + data
     for data in _legacy_and_v2_every_codec():
         yield b"\x01" + data
     for path in sample_paths():
@@ -256,6 +327,8 @@ SEEDS = {
     "v07_connection": v07_connection,
     "v07_messages": v07_messages,
     "tls_records": tls_records,
+    "amplification": amplification,
+    "detection": detection,
 }
 
 

@@ -38,7 +38,7 @@ MAX_DECOMPRESSED = 4 << 20      # per input: large enough for every seed, small 
 # Anomaly kinds the dissector and capture document (capture/__init__.py, dissector/connection.py).
 DISSECTOR_ANOMALIES = frozenset({
     "gap", "resync", "truncated", "malformed", "bad_frame_size", "trailing_bytes", "unknown_api",
-    "unsynced_tail", "negative_latency", "in_flight_limit", "frame_held_limit", "inference_limit",
+    "unsynced_tail", "negative_latency", "in_flight_limit", "frame_held_limit", "inference_limit", "decode_limit",
 })
 CAPTURE_ANOMALIES = DISSECTOR_ANOMALIES | frozenset({
     "capture_truncated", "capture_corrupt", "caplen_exceeds_wirelen", "caplen_exceeds_snaplen", "capture_drops",
@@ -194,10 +194,21 @@ def dissector_connection(data: bytes) -> None:
 
 # -- record batches and legacy message sets ----------------------------------------------------
 
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _int64(value: object, what: str) -> None:
+    """Integers computed from wire values stay what the dataset's int64 columns hold, or are None."""
+    if value is not None and not (isinstance(value, int) and _I64[0] <= value <= _I64[1]):
+        raise InvariantBroken(f"{what} {value!r} outside int64")
+
+
 def records(data: bytes) -> None:
     """A records field (v2 batches, legacy message sets, any codec): ``summarize`` never fails
     internally; ``decode_records`` raises only ``RecordsError`` (strict) and never in lenient
-    mode; the decompression cap holds; the summary's count agrees with a clean full decode."""
+    mode; the decompression cap holds; the summary's count agrees with a clean full decode;
+    every offset and timestamp computed from the wire (base + delta, shifted inner offsets) is
+    an int64 or None."""
     if not data:
         return
     flags, body = data[0], data[1:]
@@ -210,6 +221,13 @@ def records(data: bytes) -> None:
         rs = None
     lenient = decode_records(body, max_decompressed=MAX_DECOMPRESSED, check_crc=bool(flags & 1), strict=False)
     leaves = list(lenient.records())
+    _int64(s.first_offset, "summary first offset")
+    _int64(s.last_offset, "summary last offset")
+    for b in lenient.batches:
+        _int64(getattr(b, "last_offset", None), "batch last offset")
+    for m in leaves:
+        _int64(m.offset, "record offset")
+        _int64(m.timestamp, "record timestamp")
     size = sum(len(m.value or b"") + len(m.key or b"") for m in leaves)
     if size > MAX_DECOMPRESSED + len(body):
         raise InvariantBroken(f"{size} bytes of keys and values out of {len(body)} input bytes")
@@ -251,7 +269,9 @@ _INFO = ConnectionInfo("10.0.0.1:40000-10.0.0.2:9092#1", "10.0.0.1", 40000, "10.
 
 def dataset_writer(data: bytes) -> None:
     """The dataset writer fed a dissector connection's events (with ``--records``): never raises, and
-    its tables (Arrow, with the dataset's schemas) hold as many rows as it counted.
+    its tables (Arrow, with the dataset's schemas) hold as many rows as it counted; no row building
+    raised (a ``dissector_error`` row: contained, but a bug), and no value reached the writer beyond
+    its column's type (the writer's last-line fitting: an integer computed from the wire unchecked).
 
     The rows still waiting at the end are taken as Arrow tables rather than written: every input
     writing four Parquet files spends its time in pyarrow's encoder (about 13 ms, 70 inputs per
@@ -279,6 +299,13 @@ def dataset_writer(data: bytes) -> None:
         c = w.counts
         if (rows["exchanges"], rows["partitions"], rows["records"]) != (c.exchanges, c.partitions, c.records):
             raise InvariantBroken(f"rows {rows} differ from the counts {c}")
+        bugs = [d for k, d in zip(tables["anomalies"][1].column("kind").to_pylist(),
+                                  tables["anomalies"][1].column("detail").to_pylist()) if k == "dissector_error"]
+        if bugs:
+            raise InvariantBroken(f"row building raised: {bugs[0]}")
+        fitted = {t: dict(tw.out_of_range) for t, tw in w._writers.items() if tw.out_of_range}
+        if fitted:
+            raise InvariantBroken(f"values beyond their column's type reached the writer: {fitted}")
 
 
 # -- Kafka 0.7 ---------------------------------------------------------------------------------
@@ -325,6 +352,129 @@ def v07_messages(data: bytes) -> None:
         raise InvariantBroken(f"summary counts {s.batch_count}, full decode {len(ms.messages)}")
     s.to_dict()
     [m.to_dict() for m in ms.messages]
+
+
+# -- amplification -----------------------------------------------------------------------------
+
+AMPLIFICATION_FLOOR = 1 << 16       # a budget floor fuzz-sized inputs reach, so that the budget is what is tested
+_AMP_DECODERS: list = []
+
+
+def _deep_size(root: object) -> int:
+    """Bytes of the objects a decoded body holds (each once), the frame's bytes a records summary
+    points at aside (they are the wire's)."""
+    import sys
+    seen: set[int] = set()
+    stack = [root]
+    total = 0
+    while stack:
+        v = stack.pop()
+        if id(v) in seen or v is None or isinstance(v, (bool, type)):
+            continue
+        seen.add(id(v))
+        total += sys.getsizeof(v)
+        if isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif hasattr(v, "to_dict") and hasattr(v, "crc_failures"):
+            attrs = getattr(v, "__dict__", None)
+            if attrs is not None:
+                total += sys.getsizeof(attrs)
+            stack.append(v.crc_failures)
+    return total
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def amplification(data: bytes) -> None:
+    """Bytes per direction into a Connection whose decoding budget has a small floor: every decoded body
+    holds at most its budget (max(floor, ratio x its frame's size)) plus its frame's own bytes, and the
+    process's resident memory grows by at most 64 times the input (plus 64 MB) while its events are held.
+
+    Input: as ``dissector_connection``."""
+    from dissector import budget
+    from dissector.decoders import Decoders
+
+    if not _AMP_DECODERS:
+        _AMP_DECODERS.append(Decoders(floor=AMPLIFICATION_FLOOR))
+    decoders = _AMP_DECODERS[0]
+    before = _rss()
+    items = list(chunks(data))
+    mid = bool(items and items[0][0] & 4)
+    conn = Connection(Options(max_frame_size=1 << 20), mid_stream=mid, decoders=decoders)
+    events: list[Event] = []
+    ts = 1_000_000
+    for tag, b in items:
+        ts += 1000
+        direction = Direction.TO_CLIENT if tag & 1 else Direction.TO_BROKER
+        events += conn.gap(direction, ts, len(b) or None) if tag & 2 else conn.feed(direction, b, ts)
+    events += conn.close(ts + 1)
+    grown = _rss() - before
+    check_events(events, DISSECTOR_ANOMALIES)
+    for ev in events:
+        if isinstance(ev, (Request, Response)) and ev.body is not None:
+            allowed = budget.budget(ev.size, AMPLIFICATION_FLOOR, budget.RATIO) * 2 + ev.size + 4096
+            size = _deep_size(ev.body)
+            if size > allowed:      # (twice: a group api's embedded payloads have an allowance as large)
+                raise InvariantBroken(f"a {ev.size}-byte frame decoded to {size} bytes (budget {allowed})")
+    if grown > 64 * len(data) + (64 << 20):
+        raise InvariantBroken(f"resident memory grew {grown} bytes for a {len(data)}-byte input")
+
+
+# -- detection ---------------------------------------------------------------------------------
+
+DETECTION_PORTS = (9092, 9093, 29092, 12345, 8080, 5432)
+
+
+def detection(data: bytes) -> None:
+    """One TCP connection through the pipeline with default detection (no ``--ports``): exactly one
+    verdict for a connection that carried data, none otherwise (nothing disappears unseen); a client
+    that opens the conversation with a whole request that decodes, or a plausible request header, is
+    Kafka (a server that speaks first is not: Kafka's broker only answers); events of documented kinds,
+    never a ``dissector_error``.
+
+    Input: a first byte choosing the broker port (bits 0-2) and a capture joined mid-stream (bit 3), then
+    chunks: tag bit 0 the direction (0: client to broker), the bytes one segment's payload."""
+    from dissector.framing import plausible_request_header, request_frame_decodes
+    from tests.capture import pcaptools as pt
+
+    if not data:
+        return
+    port = DETECTION_PORTS[(data[0] & 7) % len(DETECTION_PORTS)]
+    midstream = bool(data[0] & 8)
+    c = pt.Conversation(server=("10.0.0.2", port), mss=1 << 16)
+    if not midstream:
+        c.handshake()
+    client = bytearray()
+    sent = server_first = False
+    for tag, b in chunks(data[1:]):
+        if not b:
+            continue
+        c.packet(not tag & 1, pt.ACK | pt.PSH, b)
+        server_first |= bool(tag & 1) and not client
+        sent = True
+        if not tag & 1 and not midstream and len(client) < 1 << 16:
+            client += b
+    pipe = Pipeline(CaptureOptions(max_hole_age=0.5))
+    events = [ce.event for ce in pipe.run(c.records)]
+    check_events(events, CAPTURE_ANOMALIES)
+    verdicts = sum(pipe.stats.connections.values())
+    if verdicts != (1 if sent else 0):
+        raise InvariantBroken(f"{verdicts} verdicts for a connection {'with' if sent else 'without'} data: "
+                              f"{pipe.stats.connections}")
+    if midstream or server_first or not client or client[0] == 0x16:
+        return
+    first = bytes(client)
+    size = plausible_request_header(first, 0)
+    whole = size is not None and len(first) >= size + 4 and request_frame_decodes(first[4:size + 4])
+    if (whole or size is not None) and pipe.stats.connections != {"kafka": 1}:
+        raise InvariantBroken(f"a client opening with a {'decodable request' if whole else 'plausible header'} "
+                              f"was taken for {pipe.stats.connections}")
 
 
 @dataclass(frozen=True)
@@ -409,4 +559,6 @@ TARGETS: dict[str, Target] = {
     "v07_connection": Target(v07_connection, 1024, 10, 1 << 16),
     "v07_messages": Target(v07_messages, 1024, 10, 1 << 16),
     "tls_records": Target(tls_records, 1024, 10, 1 << 16),
+    "amplification": Target(amplification, 1024, 10, 1 << 16),
+    "detection": Target(detection, 1024, 10, 1 << 16),
 }

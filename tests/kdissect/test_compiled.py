@@ -188,3 +188,21 @@ def test_one_edited_module_runs_the_whole_checkout_as_python(tmp_path: Path, mon
     assert not compiled.runs_as_python(roots)
     os.utime(package / "a.py", (3_000, 3_000))
     assert compiled.runs_as_python(roots)
+
+
+_BOTH_BUILDS = ["tests/capture/test_detect.py", "tests/capture/test_causal.py", "tests/capture/test_reassembly.py",
+                "tests/capture/test_dormant.py", "tests/dissector/test_budget.py",
+                "tests/capture/test_samples.py::test_segments_swapped_with_neighbours_and_retransmitted_keep_every_exchange"]
+
+
+@pytest.mark.slow
+def test_what_keeps_a_capture_whole_holds_as_python_too() -> None:
+    """Detection of malformed first requests, late segments, resting connections and the decoding budget
+    are tested in the build the suite runs (compiled, in CI); here their tests run again as pure Python.
+    (Contained row building and out-of-range values run both builds in test_containment.py.)"""
+    _require_compiled()
+    env = {**{k: v for k, v in os.environ.items() if k != "KDISSECT_REQUIRE_COMPILED"}, "KDISSECT_PURE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow",
+                           *_BOTH_BUILDS], cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert " passed" in proc.stdout.splitlines()[-1]
