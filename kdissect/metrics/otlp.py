@@ -23,6 +23,7 @@ from kdissect.metrics.libs import need
 
 _SYSTEM = {"messaging.system": "kafka"}
 _OPERATION_TYPE = {"Produce": "send", "Fetch": "receive", "OffsetCommit": "settle", "TxnOffsetCommit": "settle"}
+EXPORT_TIMEOUT = 5          # seconds an export may take: a stop never waits longer for a collector
 MAX_QUEUED = 1 << 20        # latencies waiting for the recording thread; past it the oldest go
 
 
@@ -70,7 +71,8 @@ class OtlpExport:
             http = need("opentelemetry.exporter.otlp.proto.http.metric_exporter",
                         "opentelemetry-exporter-otlp-proto-http", "--otlp")
             all_readers.append(export.PeriodicExportingMetricReader(
-                http.OTLPMetricExporter(endpoint=endpoint(url)), export_interval_millis=interval * 1000))
+                http.OTLPMetricExporter(endpoint=endpoint(url), timeout=EXPORT_TIMEOUT),
+                export_interval_millis=interval * 1000))
         self.provider = sdk.MeterProvider(
             metric_readers=all_readers,
             resource=resources.Resource.create({"service.name": "kdissect"}),
@@ -140,6 +142,6 @@ class OtlpExport:
         self._thread.join(5)
         self.record()
         try:
-            self.provider.force_flush()
+            self.provider.force_flush(EXPORT_TIMEOUT * 1000)
         finally:
-            self.provider.shutdown()
+            self.provider.shutdown(EXPORT_TIMEOUT * 1000)

@@ -21,12 +21,17 @@ class Receiver:
         self.lock = threading.Lock()
         self.url = ""
 
-    def points(self) -> dict[str, list[tuple[dict, Any]]]:
-        """The last request's data points by metric name: (attributes, point)."""
+    def latest(self) -> Any:
+        """The request collected last (exports can overlap: the last to arrive may be an older one)."""
         with self.lock:
-            if not self.requests:
-                return {}
-            last = self.requests[-1]
+            requests = list(self.requests)
+        return max(requests, key=_collected) if requests else None
+
+    def points(self) -> dict[str, list[tuple[dict, Any]]]:
+        """The latest request's data points by metric name: (attributes, point)."""
+        last = self.latest()
+        if last is None:
+            return {}
         out: dict[str, list[tuple[dict, Any]]] = {}
         for rm in last.resource_metrics:
             for sm in rm.scope_metrics:
@@ -38,9 +43,13 @@ class Receiver:
         return out
 
     def resource(self) -> dict[str, Any]:
-        with self.lock:
-            rm = self.requests[-1].resource_metrics[0]
+        rm = self.latest().resource_metrics[0]
         return {a.key: _value(a.value) for a in rm.resource.attributes}
+
+
+def _collected(request: Any) -> int:
+    return max((p.time_unix_nano for rm in request.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+                for p in getattr(m, m.WhichOneof("data")).data_points), default=0)
 
 
 def _value(v: Any) -> Any:

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 import urllib.parse
@@ -130,3 +131,80 @@ def test_prometheus_scrapes_what_the_clients_and_the_dataset_say(tmp_path: Path)
     assert ops == {k: int(v) for k, v in requests.items()}
     durations = points["messaging.client.operation.duration"]
     assert sum(p.count for a, p in durations if a["messaging.operation.name"] == "Produce") > 0
+
+
+def _sent(rec, topic: str) -> int:
+    return sum(p.as_int for a, p in rec.points().get("messaging.client.sent.messages", ())
+               if a["messaging.destination.name"] == topic)
+
+
+@pytest.mark.slow
+@needs_root
+@pytest.mark.parametrize("stop", ["SIGTERM", "duration", "count"])
+def test_every_stop_path_counts_the_backlog_decoded_after_it(tmp_path: Path, stop: str) -> None:
+    """Decoding frozen (SIGSTOP) through a burst, then the stop: the spool's backlog is decoded after it, and
+    the last OTLP export, sent at the end, counts all of it; the metrics port is free again afterwards."""
+    pytest.importorskip("confluent_kafka")
+    from tests.brokers import free_port, run_tansu
+    port, mport = free_port(), free_port()
+    extra = {"SIGTERM": [], "duration": ["--duration", "8"], "count": ["--count", "100"]}[stop]
+    with run_tansu(port) as bootstrap, otlp_receiver() as rec:
+        live = _live(tmp_path / "live", "lo", port, "--metrics", f"127.0.0.1:{mport}", "--otlp", rec.url,
+                     "--otlp-interval", "1", "--rotate", "1", *extra)
+        started = time.monotonic()
+        os.kill(live.pid, signal.SIGSTOP)
+        try:
+            report = _clients(bootstrap, "stop", "--messages", "4000", "--size", "50", "--linger", "1")
+            if stop == "SIGTERM":
+                live.send_signal(signal.SIGTERM)
+            elif stop == "duration":
+                time.sleep(max(0.0, started + 8.5 - time.monotonic()))
+        finally:
+            os.kill(live.pid, signal.SIGCONT)
+        rc, err = _finish(live)
+    assert rc == 0, err
+    requests = ds.dataset(tmp_path / "live" / "exchanges", format="parquet").count_rows()
+    parts = ds.dataset(tmp_path / "live" / "partitions", format="parquet").to_table().to_pandas()
+    answered = parts[(parts.api_key == 0) & (parts.direction == "response") & (parts.error_code == 0)]
+    accepted = parts[(parts.api_key == 0) & (parts.direction == "request")].merge(
+        answered[["connection", "correlation_id", "partition"]], on=["connection", "correlation_id", "partition"])
+    assert _sent(rec, "stop") == accepted.record_count.sum()       # what the dataset holds, backlog included
+    if stop != "count":
+        assert "backlog " in err, f"no backlog at the stop: the test proves less\n{err}"
+    if stop == "SIGTERM":
+        assert _sent(rec, "stop") == sum(report["delivered"].values())
+    elif stop == "duration":
+        assert _sent(rec, "stop") > 0
+    assert sum(p.as_int for _, p in rec.points()["kafka.client.requests"]) == requests
+    packets = [p.as_int for _, p in rec.points()["kdissect.capture.packets"]]
+    assert packets[0] > 0 and (stop != "count" or packets == [100])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", mport))       # the server closed with the run
+
+
+@pytest.mark.slow
+@needs_root
+def test_second_signal_exits_130_with_metrics_served(tmp_path: Path) -> None:
+    """The hard stop (second Ctrl-C) with --metrics and --otlp: exit 130 as without them, nothing hangs."""
+    from tests.brokers import free_port
+    import struct
+
+    from tests.capture.test_live import _flood
+    port, mport = free_port(), free_port()
+    with otlp_receiver() as rec:
+        live = _live(tmp_path / "out", "lo", port, "--metrics", f"127.0.0.1:{mport}", "--otlp", rec.url)
+        chunk = b"".join(struct.pack(">ihhih1si", 15, 3, 0, n, 1, b"x", 0) for n in range(3400))
+        os.kill(live.pid, signal.SIGSTOP)
+        try:
+            _flood(port, 32 << 20, chunk)
+            time.sleep(1)
+        finally:
+            os.kill(live.pid, signal.SIGCONT)
+        body = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10).read().decode()
+        assert "kafka_requests_total" in body or "kdissect_packets_total" in body
+        live.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        live.send_signal(signal.SIGINT)
+        rc, err = _finish(live, timeout=60)
+    assert rc == 130, err
+    assert rec.requests, "no OTLP export at the stop"
