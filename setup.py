@@ -38,7 +38,7 @@ HOT_MODULES = [
     "dissector/schema/_decoders.py", "dissector/topics.py", "dissector/views.py", "dissector/v07/connection.py",
     "dissector/v07/messages.py", "dissector/v07/wire.py", "dissector/v07/views.py",
     "kdissect/bodies.py", "kdissect/columns.py", "kdissect/dataset.py", "kdissect/decode.py",
-    "kdissect/payload_columns.py", "kdissect/rows.py",
+    "kdissect/metrics/fold.py", "kdissect/payload_columns.py", "kdissect/rows.py",
 ]
 
 # Python semantics exactly: annotations are not C types (a Counter stays a valid dict argument),

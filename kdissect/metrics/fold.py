@@ -55,18 +55,6 @@ DEFAULT_MAX_SERIES = 1000
 
 _E = {n: i for i, n in enumerate(COLUMNS["exchanges"])}
 _P = {n: i for i, n in enumerate(COLUMNS["partitions"])}
-_E_API_KEY = _E["api_key"]
-_E_API_NAME = _E["api_name"]
-_E_API_VERSION = _E["api_version"]
-_E_BROKER_IP = _E["broker_ip"]
-_E_BROKER_PORT = _E["broker_port"]
-_E_CLIENT_ID = _E["client_id"]
-_E_CONNECTION = _E["connection"]
-_E_ERROR_CODE = _E["error_code"]
-_E_ERROR_NAME = _E["error_name"]
-_E_LATENCY_MS = _E["latency_ms"]
-_E_STATUS = _E["status"]
-_E_THROTTLE_MS = _E["throttle_ms"]
 _P_BYTES = _P["bytes"]
 _P_DIRECTION = _P["direction"]
 _P_ERROR_CODE = _P["error_code"]
@@ -77,7 +65,16 @@ _P_RECORD_COUNT = _P["record_count"]
 _P_TOPIC = _P["topic"]
 _P_TOPIC_ID = _P["topic_id"]
 _P_TS = _P["ts"]
+# exchange() and _produce() unpack the columns by position, as rows.py fills them.
+assert COLUMNS["exchanges"][4:6] == ("broker_ip", "broker_port") and COLUMNS["exchanges"][9:12] == (
+    "api_key", "api_name", "api_version") and COLUMNS["exchanges"][14] == "client_id" and COLUMNS["exchanges"][
+    17] == "latency_ms" and COLUMNS["exchanges"][20:24] == ("error_code", "error_name", "throttle_ms", "status") \
+    and len(COLUMNS["exchanges"]) == 28, "the exchanges columns moved: update MetricsFold.exchange"
+assert COLUMNS["partitions"][6:16] == ("direction", "ts", "topic", "topic_id", "partition", "error_code",
+                                       "error_name", "record_count", "batch_count", "bytes") \
+    and len(COLUMNS["partitions"]) == 21, "the partitions columns moved: update MetricsFold._produce"
 _NB = len(C.BUCKETS)
+_BUCKETS = C.BUCKETS
 _VERSIONS = tuple(str(v) for v in range(256))
 
 
@@ -155,19 +152,24 @@ class MetricsFold:
     def exchange(self, ex: Sequence[list], i: int, pa: Sequence[list], p0: int, p1: int, source: Any) -> None:
         """Row ``i`` of the exchanges columns ``ex``, with its partition rows ``p0:p1`` of ``pa``;
         ``source`` gives the bodies (:meth:`bodies`) when the api needs them."""
-        api_key = ex[_E_API_KEY][i]
-        api = ex[_E_API_NAME][i] or "unknown"
-        version = ex[_E_API_VERSION][i]
-        client = ex[_E_CLIENT_ID][i]
-        conn = ex[_E_CONNECTION][i]
+        # Unpacked as rows.py fills them (compiled: one C unpack, then C list reads; the columns
+        # not read here are never indexed).
+        (_capture, connection, _cip, _cport, broker_ip, broker_port, _tv, _tc, _ts, a_key, a_name, a_version,
+         _protocol, _corr, client_id, _req_ts, _resp_ts, latency_ms, _rb, _sb, error_code, error_name, throttle_ms,
+         a_status, _err, _request, _response, _inferred) = ex
+        api_key = a_key[i]
+        api = a_name[i] or "unknown"
+        version = a_version[i]
+        client = client_id[i]
+        conn = connection[i]
         broker = self.open.get(conn)
         if broker is None:
-            broker = f"{ex[_E_BROKER_IP][i]}:{ex[_E_BROKER_PORT][i]}"
+            broker = f"{broker_ip[i]}:{broker_port[i]}"
             if len(self.open) < MAX_STATE:
                 self.open[conn] = broker
-        code = ex[_E_ERROR_CODE][i]
+        code = error_code[i]
         if code:
-            error = ex[_E_ERROR_NAME][i] or str(code)
+            error = error_name[i] or str(code)
         else:
             error = "NONE"
         client_l = client if client is not None else ""
@@ -177,22 +179,74 @@ class MetricsFold:
             v = _VERSIONS[version]
         else:
             v = str(version)
-        self._add(self.requests, (api, v, client_l, broker, error), 1, C.REQUESTS)
-        throttle = ex[_E_THROTTLE_MS][i]
+        key = (api, v, client_l, broker, error)
+        requests = self.requests
+        n = requests.get(key)
+        if n is None:
+            self._add(requests, key, 1, C.REQUESTS)
+        else:
+            requests[key] = n + 1
+        throttle = throttle_ms[i]
         if throttle:
             self._add(self.throttle, (api, client_l), throttle / 1000.0, C.THROTTLE)
-        status = ex[_E_STATUS][i]
+        status = a_status[i]
         request = response = None
         if api_key in BODY_APIS:
             request, response = self.bodies(source)
-        latency = ex[_E_LATENCY_MS][i]
+        latency = latency_ms[i]
         if latency is not None and status != "no_response_expected":
             if not (api_key == FETCH and self._idle(latency, request, pa, p0, p1)):
-                self._observe((api, broker), latency / 1000.0)
-        if p1 > p0 and api_key in _PARTITION_APIS:
-            self._partitions(api_key, client, client_l, status, request, pa, p0, p1)
+                key = (api, broker)
+                durations = self.durations
+                h = durations.get(key)
+                if h is None or self.latencies is not None:
+                    self._observe(key, latency / 1000.0)
+                else:
+                    seconds = latency / 1000.0
+                    h[bisect_left(_BUCKETS, seconds)] += 1
+                    h[_NB + 1] += seconds
+        if p1 > p0:
+            if api_key == PRODUCE:
+                self._produce(client_l, status, pa, p0, p1)
+            elif api_key in _PARTITION_APIS:
+                self._partitions(api_key, client, client_l, status, request, pa, p0, p1)
         if api_key in _MEMBER_APIS and request is not None:
             self._groups(api_key, client, code, request, response)
+
+    def _produce(self, client_l: str, status: str, pa: Sequence[list], p0: int, p1: int) -> None:
+        """Records and bytes of the partitions the broker accepted (or of acks=0 requests)."""
+        (_capture, _connection, _corr, _key, _name, _version, direction, _ts, topic, topic_id, partition,
+         error, _error_name, count, _batches, size, _offset, _base, _last, _hw, _codec) = pa
+        acks0 = status == "no_response_expected"
+        if p1 - p0 == 2 and not acks0:
+            r = p0 + 1
+            if (direction[p0] == "request" and direction[r] == "response" and topic[p0] == topic[r]
+                    and topic_id[p0] == topic_id[r] and partition[p0] == partition[r]):
+                # The usual Produce: one partition, its request row then its response row.
+                if error[r] == 0:
+                    t = topic[p0] if topic[p0] is not None else topic_id[p0]
+                    self._produced((t if t is not None else "", client_l), count[p0] or 0, size[p0] or 0)
+                return
+        answers = {}
+        for j in range(p0, p1):
+            if direction[j] == "response":
+                answers[(topic[j] if topic[j] is not None else topic_id[j], partition[j])] = error[j]
+        for j in range(p0, p1):
+            if direction[j] == "request":
+                t = topic[j] if topic[j] is not None else topic_id[j]
+                if acks0 or answers.get((t, partition[j])) == 0:
+                    self._produced((t if t is not None else "", client_l), count[j] or 0, size[j] or 0)
+
+    def _produced(self, label: tuple, records: int, nbytes: int) -> None:
+        d = self.produced_records
+        n = d.get(label)
+        if n is None:
+            self._add(d, label, records, C.PRODUCED_RECORDS)
+            self._add(self.produced_bytes, label, nbytes, C.PRODUCED_BYTES)
+        else:
+            d[label] = n + records
+            b = self.produced_bytes
+            b[label] = b[label] + nbytes
 
     def _idle(self, latency: float, request: Any, pa: Sequence[list], p0: int, p1: int) -> bool:
         if request is None:
@@ -214,8 +268,8 @@ class MetricsFold:
             h = d.get(key)
             if h is None:
                 h = d[key] = [0] * (_NB + 1) + [0.0]
-        h[bisect_left(C.BUCKETS, seconds)] += 1
-        h[-1] += seconds
+        h[bisect_left(_BUCKETS, seconds)] += 1
+        h[_NB + 1] += seconds
         if self.latencies is not None:
             self.latencies.append((key, seconds))
 
@@ -243,16 +297,7 @@ class MetricsFold:
         for j in range(p0, p1):
             if direction[j] == "response":
                 answers[(topic[j] if topic[j] is not None else topic_id[j], partition[j])] = error[j]
-        if api_key == PRODUCE:
-            acks0 = status == "no_response_expected"
-            for j in range(p0, p1):
-                if direction[j] == "request":
-                    t = topic[j] if topic[j] is not None else topic_id[j]
-                    if acks0 or answers.get((t, partition[j])) == 0:
-                        label = (t if t is not None else "", client_l)
-                        self._add(self.produced_records, label, count[j] or 0, C.PRODUCED_RECORDS)
-                        self._add(self.produced_bytes, label, size[j] or 0, C.PRODUCED_BYTES)
-        elif api_key == LIST_OFFSETS:
+        if api_key == LIST_OFFSETS:
             if request is None:
                 return
             asked = set()
