@@ -5,7 +5,7 @@ cimport cython
 
 cdef class MetricsFold:
     cdef public object max_series, idle_fraction, health, latencies
-    cdef public dict requests, durations, produced_records, produced_bytes, fetched_records, fetched_bytes
+    cdef public dict requests, durations, produced, fetched
     cdef public dict throttle, rebalances, anomalies, folded
     cdef public dict commits, positions, watermarks, client_groups, generations, classic_members
     cdef public dict kip848_members, open, _gauges
@@ -20,8 +20,12 @@ cdef class MetricsFold:
     @cython.locals(r=Py_ssize_t, j=Py_ssize_t, direction=list, topic=list, topic_id=list, partition=list, error=list,
                    count=list, size=list, answers=dict)
     cpdef _produce(self, client_l, status, pa, Py_ssize_t p0, Py_ssize_t p1)
-    @cython.locals(d=dict, b=dict)
     cpdef _produced(self, tuple label, records, nbytes)
+    @cython.locals(v=list)
+    cpdef _flow(self, dict d, tuple label, records, nbytes, metric, metric_bytes)
     @cython.locals(j=Py_ssize_t, direction=list, topic=list, topic_id=list, partition=list, error=list,
                    count=list, size=list, offset=list, ts=list, answers=dict)
     cpdef _partitions(self, api_key, client, client_l, status, request, pa, Py_ssize_t p0, Py_ssize_t p1)
+
+@cython.locals(bound=double, k=Py_ssize_t)
+cpdef Py_ssize_t _bucket(double seconds)

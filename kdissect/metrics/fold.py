@@ -31,7 +31,6 @@ to dicts, sets and lists, and :meth:`families` works on copies taken in single C
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -106,10 +105,9 @@ class MetricsFold:
         self.latencies: deque | None = None              # (key, seconds) for the OTLP histogram, when exported
         self.requests: dict[tuple, int] = {}
         self.durations: dict[tuple, list] = {}        # (api, broker) -> [count per bucket ..., +Inf, sum]
-        self.produced_records: dict[tuple, int] = {}
-        self.produced_bytes: dict[tuple, int] = {}
-        self.fetched_records: dict[tuple, int] = {}
-        self.fetched_bytes: dict[tuple, int] = {}
+        # (topic, client id) -> [records, bytes]: one look-up per partition for both counters
+        self.produced: dict[tuple, list] = {}
+        self.fetched: dict[tuple, list] = {}
         self.throttle: dict[tuple, float] = {}
         self.rebalances: dict[tuple, int] = {}
         self.anomalies: dict[tuple, int] = {}
@@ -203,7 +201,7 @@ class MetricsFold:
                     self._observe(key, latency / 1000.0)
                 else:
                     seconds = latency / 1000.0
-                    h[bisect_left(_BUCKETS, seconds)] += 1
+                    h[_bucket(seconds)] += 1
                     h[_NB + 1] += seconds
         if p1 > p0:
             if api_key == PRODUCE:
@@ -238,15 +236,36 @@ class MetricsFold:
                     self._produced((t if t is not None else "", client_l), count[j] or 0, size[j] or 0)
 
     def _produced(self, label: tuple, records: int, nbytes: int) -> None:
-        d = self.produced_records
-        n = d.get(label)
-        if n is None:
-            self._add(d, label, records, C.PRODUCED_RECORDS)
-            self._add(self.produced_bytes, label, nbytes, C.PRODUCED_BYTES)
-        else:
-            d[label] = n + records
-            b = self.produced_bytes
-            b[label] = b[label] + nbytes
+        self._flow(self.produced, label, records, nbytes, C.PRODUCED_RECORDS, C.PRODUCED_BYTES)
+
+    def _flow(self, d: dict, label: tuple, records: int, nbytes: int, metric: C.Metric, metric_bytes: C.Metric) -> None:
+        """Records and bytes of one (topic, client id), in one series of both metrics."""
+        v = d.get(label)
+        if v is None:
+            key = self._admit(d, label, metric)
+            if key is not label:
+                self._admit(d, label, metric_bytes)     # counted as folded for both metrics
+            v = d.get(key)
+            if v is None:
+                v = d[key] = [0, 0]
+        v[0] += records
+        v[1] += nbytes
+
+    @property
+    def produced_records(self) -> dict[tuple, int]:
+        return {k: v[0] for k, v in list(self.produced.items())}
+
+    @property
+    def produced_bytes(self) -> dict[tuple, int]:
+        return {k: v[1] for k, v in list(self.produced.items())}
+
+    @property
+    def fetched_records(self) -> dict[tuple, int]:
+        return {k: v[0] for k, v in list(self.fetched.items())}
+
+    @property
+    def fetched_bytes(self) -> dict[tuple, int]:
+        return {k: v[1] for k, v in list(self.fetched.items())}
 
     def _idle(self, latency: float, request: Any, pa: Sequence[list], p0: int, p1: int) -> bool:
         if request is None:
@@ -268,7 +287,7 @@ class MetricsFold:
             h = d.get(key)
             if h is None:
                 h = d[key] = [0] * (_NB + 1) + [0.0]
-        h[bisect_left(_BUCKETS, seconds)] += 1
+        h[_bucket(seconds)] += 1
         h[_NB + 1] += seconds
         if self.latencies is not None:
             self.latencies.append((key, seconds))
@@ -285,8 +304,8 @@ class MetricsFold:
                 t = topic[j] if topic[j] is not None else topic_id[j]
                 if direction[j] == "response":
                     label = (t if t is not None else "", client_l)
-                    self._add(self.fetched_records, label, count[j] or 0, C.FETCHED_RECORDS)
-                    self._add(self.fetched_bytes, label, size[j] or 0, C.FETCHED_BYTES)
+                    self._flow(self.fetched, label, count[j] or 0, size[j] or 0, C.FETCHED_RECORDS,
+                               C.FETCHED_BYTES)
                     hw = pa[_P_HIGH_WATERMARK][j]
                     if hw is not None and hw >= 0:
                         _latest(self.watermarks, (t, partition[j]), hw, ts[j])
@@ -455,6 +474,16 @@ class MetricsFold:
             counter(C.ANOMALIES, self.anomalies),
             counter(C.FOLDED, self.folded),
         ]
+
+
+def _bucket(seconds: float) -> int:
+    """The index of the first bucket bound at or above ``seconds`` (Prometheus' ``le``); past the last: +Inf."""
+    k = 0
+    for bound in _BUCKETS:
+        if seconds <= bound:
+            return k
+        k += 1
+    return k
 
 
 def _latest(d: dict, key: tuple, value: int, ts: Any) -> None:
