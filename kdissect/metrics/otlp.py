@@ -24,6 +24,9 @@ from kdissect.metrics.libs import need
 _SYSTEM = {"messaging.system": "kafka"}
 _OPERATION_TYPE = {"Produce": "send", "Fetch": "receive", "OffsetCommit": "settle", "TxnOffsetCommit": "settle"}
 EXPORT_TIMEOUT = 5          # seconds an export may take: a stop never waits longer for a collector
+# One collection calls every instrument's callback in turn: they share one snapshot of the fold taken at
+# most this long ago (seconds), rather than folding the state fifteen times.
+SNAPSHOT_AGE = 0.1
 MAX_QUEUED = 1 << 20        # latencies waiting for the recording thread; past it the oldest go
 
 
@@ -106,7 +109,7 @@ class OtlpExport:
         """One snapshot of the fold per collection, shared by the callbacks (each would take its own)."""
         with self._lock:
             now = time.monotonic()
-            if self._taken is None or now - self._taken[0] > 0.5:
+            if self._taken is None or now - self._taken[0] > SNAPSHOT_AGE:
                 self._taken = (now, {f.metric.name: f.samples for f in self.fold.families()
                                      if f.metric.kind != C.HISTOGRAM})
             return self._taken[1]
@@ -134,13 +137,20 @@ class OtlpExport:
     def collect(self) -> None:
         """Export now (what every reader sees)."""
         self.record()
+        self._forget()
         self.provider.force_flush()
+
+    def _forget(self) -> None:
+        """The next collection takes a new snapshot (an export asked for now must see the state now)."""
+        with self._lock:
+            self._taken = None
 
     def close(self) -> None:
         """Record what is queued, export once more, stop."""
         self._stop.set()
         self._thread.join(5)
         self.record()
+        self._forget()
         try:
             self.provider.force_flush(EXPORT_TIMEOUT * 1000)
         finally:
