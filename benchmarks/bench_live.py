@@ -20,6 +20,13 @@ printed with every figure.
 
     sudo python benchmarks/bench_live.py --replay benchmarks/data/many-small-produce.pcap --pps 5000,20000
 
+``--metrics`` measures the working tree twice per rate, alternating, without and with
+``kdissect live --metrics`` (a thread here scrapes ``/metrics`` every second, as Prometheus would):
+what live metrics cost of the highest zero-loss rate. ``--fold-cost CAPTURE`` measures the decoding
+side alone, in this process: exchanges/s of decoding the capture into the dataset without and with
+the metric fold, alternating (``--repeat`` times each); with ``--instructions``, the instructions
+both take under valgrind's callgrind, which the shared machine's load does not change.
+
 Clients and broker on this machine cannot produce more than ~1,500 small Produce
 exchanges/s, so ``--replay`` pushes a recorded capture (``make_capture.py``) at a
 fixed packet rate, as tcpreplay does, into one end of a veth pair in a private
@@ -38,7 +45,11 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from io import BytesIO
 from pathlib import Path
 
@@ -125,14 +136,39 @@ def _wait_packet_socket(pid: int, timeout: float = 60.0) -> None:
     raise TimeoutError("kdissect live did not open its packet socket")
 
 
-def run_once(tree: Path, kind: str, rate: float, seconds: float, work: Path) -> dict:
+@contextmanager
+def _metrics(on: bool) -> Iterator[list[str]]:
+    """``kdissect live`` arguments serving metrics (and a thread scraping them every second), or none."""
+    if not on:
+        yield []
+        return
+    from tests.brokers import free_port
+    port = free_port()
+    stop = threading.Event()
+
+    def scrape() -> None:
+        while not stop.wait(1.0):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+            except OSError:
+                pass
+    t = threading.Thread(target=scrape, daemon=True)
+    t.start()
+    try:
+        yield ["--metrics", f"127.0.0.1:{port}"]
+    finally:
+        stop.set()
+        t.join()
+
+
+def run_once(tree: Path, kind: str, rate: float, seconds: float, work: Path, metrics: bool = False) -> dict:
     from tests.brokers import free_port, run_tansu
     port = free_port()
     out = work / f"out-{kind}-{rate}-{port}"
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    with run_tansu(port) as bootstrap:
+    with run_tansu(port) as bootstrap, _metrics(metrics) as extra:
         live = subprocess.Popen([sys.executable, "-m", "kdissect", "live", "-i", "lo", "--ports", str(port),
-                                 "-o", str(out)], cwd=tree, env=env, stderr=subprocess.PIPE, text=True)
+                                 "-o", str(out), *extra], cwd=tree, env=env, stderr=subprocess.PIPE, text=True)
         _wait_packet_socket(live.pid)   # the baseline prints nothing when its socket is open
         t0 = time.monotonic()
         prod = subprocess.run([sys.executable, __file__, "--produce", bootstrap, f"bench-{kind}", kind, str(rate),
@@ -158,7 +194,7 @@ def run_once(tree: Path, kind: str, rate: float, seconds: float, work: Path) -> 
     drops += int(spool.group(1).replace(",", "")) if spool else 0
     backlog = re.search(r"backlog +(.*)", err)
     shutil.rmtree(out, ignore_errors=True)
-    return {"kind": kind, "rate": rate, "delivered": delivered, "failed": int(m.group(2)), "records": records,
+    return {"kind": kind, "rate": rate, "metrics": metrics, "delivered": delivered, "failed": int(m.group(2)), "records": records,
             "produce_exchanges_per_s": round(produces / seconds),
             "packets": int(packets.group(1).replace(",", "")) if packets else None, "gaps": gaps, "drops": drops, "zero_loss": records == delivered and not drops and not gaps,
             "produce_s": round(produced_for, 1), "exit_after_stop_s": round(exit_after, 1),
@@ -199,7 +235,7 @@ def expected_packets(pcap: Path) -> int:
 
 
 def run_replay(tree: Path, pcap: Path, pps: float, work: Path, expected: int, tcpreplay: bool = False,
-               loops: int = 1) -> dict:
+               loops: int = 1, metrics: bool = False) -> dict:
     from tests.brokers import in_netns
     ns = f"kd-bench-{os.getpid()}"
     out = work / f"replay-{pps}"
@@ -211,8 +247,13 @@ def run_replay(tree: Path, pcap: Path, pps: float, work: Path, expected: int, tc
         for dev in ("kdb0", "kdb1"):
             subprocess.run(["ip", "-n", ns, "link", "set", dev, "up"], check=True)
         env = {**os.environ, "PYTHONPATH": str(tree)}
-        live = subprocess.Popen(in_netns(ns, [sys.executable, "-m", "kdissect", "live", "-i", "kdb0", "-o", str(out)]),
+        # In the namespace the metrics port is the namespace's: served on its loopback, scraped from there.
+        extra = ["--metrics", "127.0.0.1:9464"] if metrics else []
+        live = subprocess.Popen(in_netns(ns, [sys.executable, "-m", "kdissect", "live", "-i", "kdb0", "-o", str(out),
+                                              *extra]),
                                 cwd=tree, env=env, stderr=subprocess.PIPE, text=True)
+        scraper = subprocess.Popen(in_netns(ns, [sys.executable, __file__, "--scrape", "127.0.0.1:9464"]),
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if metrics else None
         _wait_packet_socket(live.pid)
         if tcpreplay:   # faster than Python's sendto; pps 0 = as fast as it goes
             rate = ["--topspeed"] if not pps else [f"--pps={int(pps)}"]
@@ -234,6 +275,9 @@ def run_replay(tree: Path, pcap: Path, pps: float, work: Path, expected: int, tc
         live.send_signal(signal.SIGINT)
         _, err = live.communicate(timeout=900)
         exit_after = time.monotonic() - stop
+        if scraper is not None:
+            scraper.kill()
+            scraper.wait()
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=False)
     import pyarrow.dataset as ds
@@ -246,13 +290,85 @@ def run_replay(tree: Path, pcap: Path, pps: float, work: Path, expected: int, tc
     shutil.rmtree(out, ignore_errors=True)
     # Looped replays repeat TCP sequence numbers (retransmissions to the decoder): judge by packets then.
     whole = exchanges == expected if loops == 1 else captured == loops * expected_packets(pcap)
-    return {"pps": pps, "loops": loops, "sent": rep.stdout.strip() or rep.stderr[-500:], "exchanges": exchanges,
+    return {"pps": pps, "metrics": metrics, "loops": loops, "sent": rep.stdout.strip() or rep.stderr[-500:], "exchanges": exchanges,
             "expected": expected, "packets": captured, "drops": drops, "veth_rx_dropped": link, "zero_loss": whole and not drops,
             "exit_after_stop_s": round(exit_after, 1), "backlog": backlog.group(1) if backlog else "",
             "load": open("/proc/loadavg").read().split()[0]}
 
 
+def _scrape_forever(target: str) -> None:
+    """Child mode (inside the namespace): GET http://TARGET/metrics every second, as Prometheus would."""
+    while True:
+        try:
+            urllib.request.urlopen(f"http://{target}/metrics", timeout=5).read()
+        except OSError:
+            pass
+        time.sleep(1.0)
+
+
+def _decode_once(pcap: Path, with_fold: bool) -> tuple[int, float]:
+    """Decode ``pcap`` into a scratch dataset (with the metric fold or not): (exchanges, CPU seconds)."""
+    from kdissect.dataset.writer import CaptureWriter
+    from kdissect.run.decode import fewer_collections, row_options, run_into
+    from kdissect.metrics.fold import MetricsFold
+    from kdissect.run.source import DecodeOptions, open_capture_run
+    options = DecodeOptions()
+    out = Path(tempfile.mkdtemp(prefix="kdissect-fold-cost-"))
+    for t in ("exchanges", "partitions", "anomalies"):
+        (out / t).mkdir()
+    run = open_capture_run(pcap, options, messages=False)
+    fold = MetricsFold() if with_fold else None
+    w = CaptureWriter(out, "bench", "bench", row_options(options), run.pipeline.topics, metrics=fold)
+    t0 = time.process_time()
+    with fewer_collections():
+        run_into(run, w)
+    w.commit()
+    took = time.process_time() - t0
+    run.close()
+    shutil.rmtree(out, ignore_errors=True)
+    return w.counts.exchanges, took
+
+
+def fold_instructions(pcap: Path) -> None:
+    """Instructions (valgrind's callgrind, repeatable on a shared machine) of the decode without and with
+    the fold; the difference per exchange, and as a share of the decode's own."""
+    counts = {}
+    for with_fold in (False, True):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "callgrind.out"
+            subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__,
+                            "--fold-once", str(pcap), "on" if with_fold else "off"], check=True,
+                           capture_output=True)
+            summary = next(ln for ln in out.read_text().splitlines() if ln.startswith(("summary:", "totals:")))
+            counts[with_fold] = int(summary.split()[1])
+    exchanges = _decode_once(pcap, False)[0]
+    extra = counts[True] - counts[False]
+    print(f"== instructions: off {counts[False]:,}, on {counts[True]:,}: {extra / exchanges:,.0f} more per exchange "
+          f"({exchanges:,} exchanges), {100 * extra / counts[False]:.1f} % of the decode (start-up included)",
+          flush=True)
+
+
+def fold_cost(pcap: Path, repeat: int) -> None:
+    """Exchanges/s decoding ``pcap`` into a dataset without and with the metric fold, alternating."""
+    best: dict[bool, float] = {}
+    for i in range(repeat):
+        for with_fold in (False, True):
+            n, took = _decode_once(pcap, with_fold)
+            rate = n / took
+            best[with_fold] = max(best.get(with_fold, 0.0), rate)
+            print(f"run {i + 1} fold={'on ' if with_fold else 'off'} {n} exchanges in {took:.2f} CPU-s: "
+                  f"{rate:,.0f} exchanges/s (load {open('/proc/loadavg').read().split()[0]})", flush=True)
+    print(f"== best of {repeat}: off {best[False]:,.0f}/s, on {best[True]:,.0f}/s: the fold costs "
+          f"{100 * (1 - best[True] / best[False]):.1f} % of the decoding rate", flush=True)
+
+
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--fold-once":
+        _decode_once(Path(sys.argv[2]), sys.argv[3] == "on")
+        return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "--scrape":
+        _scrape_forever(sys.argv[2])
+        return 0
     if len(sys.argv) > 1 and sys.argv[1] == "--produce":
         _produce(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]), float(sys.argv[6]))
         return 0
@@ -270,7 +386,19 @@ def main() -> int:
     ap.add_argument("--pps", default="5000,10000,20000,40000", help="replay packet rates, ascending")
     ap.add_argument("--tcpreplay", action="store_true", help="replay with tcpreplay (installed) instead of Python")
     ap.add_argument("--loops", type=int, default=1, help="tcpreplay: send the capture this many times")
+    ap.add_argument("--metrics", action="store_true",
+                    help="each rate without and with --metrics (scraped every second), alternating")
+    ap.add_argument("--fold-cost", metavar="CAPTURE", help="decoding with and without the metric fold, in-process")
+    ap.add_argument("--repeat", type=int, default=3, help="--fold-cost: runs of each")
+    ap.add_argument("--instructions", action="store_true",
+                    help="--fold-cost: count instructions with valgrind (callgrind) instead of timing")
     a = ap.parse_args()
+    if a.fold_cost:
+        if a.instructions:
+            fold_instructions(Path(a.fold_cost))
+        else:
+            fold_cost(Path(a.fold_cost), a.repeat)
+        return 0
     if os.geteuid() != 0:
         print("bench_live: live capture needs root", file=sys.stderr)
         return 1
@@ -282,6 +410,12 @@ def main() -> int:
         expected = ds.dataset(work / "ref" / "exchanges", format="parquet").count_rows()
         versions = ([] if a.skip_after else [("after", None)]) + ([("before", a.baseline)] if a.baseline else [])
         try:
+            if a.metrics:
+                for pps in (float(r) for r in a.pps.split(",") if r):
+                    for on in (False, True):
+                        r = run_replay(ROOT, Path(a.replay).resolve(), pps, work, expected, a.tcpreplay, a.loops, on)
+                        print(f"metrics {'on ' if on else 'off'}", r, flush=True)
+                return 0
             for label, rev in versions:
                 tree = _tree(rev, work)
                 for pps in (float(r) for r in a.pps.split(",") if r):
@@ -292,6 +426,26 @@ def main() -> int:
         return 0
     versions = ([] if a.skip_after else [("after", None)]) + ([("before", a.baseline)] if a.baseline else [])
     try:
+        if a.metrics:
+            for kind, rates in (("small", a.small), ("large", a.large)):
+                best: dict[bool, float | None] = {False: None, True: None}
+                failed: set[bool] = set()
+                for rate in (float(r) for r in rates.split(",") if r):
+                    for on in (False, True):
+                        if on in failed:
+                            continue
+                        r = run_once(ROOT, kind, rate, a.seconds, work, metrics=on)
+                        print(f"metrics {'on ' if on else 'off'}", r, flush=True)
+                        if r["zero_loss"]:
+                            best[on] = rate
+                        else:
+                            failed.add(on)
+                    if len(failed) == 2:
+                        break
+                unit = "msg/s" if kind == "small" else "MB/s"
+                print(f"== highest zero-loss {kind} rate tried: metrics off {best[False]} {unit}, "
+                      f"on {best[True]} {unit}", flush=True)
+            return 0
         for label, rev in versions:
             tree = _tree(rev, work)
             for kind, rates in (("small", a.small), ("large", a.large)):

@@ -9,13 +9,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+EXPORTERS = {"prometheus_client", "opentelemetry"}     # live metrics: kdissect/metrics/ only
 FORBIDDEN = {
     "dissector": {"scapy", "pyarrow", "pyspark", "pandas", "capture", "kdissect", "analysis", "cryptography",
-                  "payloads", "fastavro", "google", "grpc_tools", "jsonschema", "confluent_kafka"},
-    "capture": {"pyarrow", "pyspark", "pandas", "kdissect", "analysis"},
-    "analysis": {"dissector", "capture", "kdissect", "scapy", "payloads"},
+                  "payloads", "fastavro", "google", "grpc_tools", "jsonschema", "confluent_kafka"} | EXPORTERS,
+    "capture": {"pyarrow", "pyspark", "pandas", "kdissect", "analysis"} | EXPORTERS,
+    "analysis": {"dissector", "capture", "kdissect", "scapy", "payloads"} | EXPORTERS,
     # Record payloads: bytes and schemas in, objects out; beside the dissector, driven by kdissect.
-    "payloads": {"dissector", "capture", "kdissect", "analysis", "scapy", "pyarrow", "pyspark", "pandas"},
+    "payloads": {"dissector", "capture", "kdissect", "analysis", "scapy", "pyarrow", "pyspark", "pandas"} | EXPORTERS,
 }
 
 
@@ -47,8 +48,9 @@ def test_tls_layer_does_not_import_the_dissector():
 
 
 # kdissect's stages, each allowed to use only those below it: dataset (rows, columns, Parquet) at the
-# bottom, then run (options, inputs, decoding in one process or many, live), then spark, then commands.
-STAGES = ("dataset", "run", "spark", "commands")
+# bottom, then metrics (a fold of the rows just built), run (options, inputs, decoding in one process or many,
+# live), spark, and commands on top.
+STAGES = ("dataset", "metrics", "run", "spark", "commands")
 # spark-submit runs kdissect/spark/decode.py as a script; its main() is `kdissect spark-decode`.
 STAGE_EXCEPTIONS = {("kdissect/spark/decode.py", "commands")}
 
@@ -82,3 +84,18 @@ def test_kdissect_is_split_into_its_stages():
     top = {p.name for p in (ROOT / "kdissect").glob("*.py")}
     assert top == {"__init__.py", "__main__.py", "api.py", "errors.py"}
     assert all((ROOT / "kdissect" / s / "__init__.py").is_file() for s in STAGES)
+
+
+def test_exporter_libraries_only_in_their_modules():
+    """The metric fold is the exporters' common input and names no exporter library; only the modules
+    of the Prometheus and OTLP exporters load them (``kdissect.metrics.libs.need`` takes module names as
+    text, which the import check above cannot see)."""
+    allowed = {"kdissect/metrics/prometheus.py", "kdissect/metrics/otlp.py"}
+    offenders = []
+    for package in ("dissector", "capture", "kdissect", "analysis", "payloads"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = str(path.relative_to(ROOT))
+            text = path.read_text()
+            if rel not in allowed and any(name in text for name in EXPORTERS):
+                offenders.append(rel)
+    assert not offenders

@@ -162,6 +162,12 @@ def _separate_files(p: argparse.ArgumentParser) -> None:
                         "(rotated captures are joined by default)")
 
 
+def _max_series(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metrics-max-series", type=_positive(int), default=1000, metavar="N",
+                   help="at most N series per metric; later label combinations are added to one series "
+                        "labelled 'other' (default 1000)")
+
+
 def _tls_keylog(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tls-keylog", action="append", default=[], metavar="FILE",
                    help="decrypt TLS with the session keys in this NSS key log file (SSLKEYLOGFILE format); "
@@ -186,6 +192,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="worker processes, each decoding a share of a capture's connections "
                         f"(default: the number of cores, {_cores()}; 1: one process)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
+    p.add_argument("--metrics-out", metavar="FILE.prom",
+                   help="also write the metrics 'live --metrics' serves, for these captures, to FILE.prom "
+                        "(Prometheus text format; needs the metrics extra)")
+    _max_series(p)
 
     p = sub.add_parser("spark-decode", help="decode capture files into the Parquet dataset with Spark",
                        description="As 'decode', with Spark tasks (one or more per capture file). "
@@ -231,6 +241,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--spool-max", type=_at_least(int, 16), default=1024, metavar="MIB",
                    help="captured packets waiting to be decoded may take this much disk under OUTDIR/.spool/; "
                         "past it packets are dropped and reported (default 1024, at least 16)")
+    p.add_argument("--metrics", metavar="[HOST:]PORT",
+                   help="serve Prometheus metrics at http://HOST:PORT/metrics, updated as exchanges are decoded "
+                        "(no HOST: every interface; needs the metrics extra)")
+    p.add_argument("--otlp", metavar="URL",
+                   help="export the same metrics over OTLP/HTTP to URL, e.g. http://collector:4318 "
+                        "(/v1/metrics is added to a URL without a path; needs the metrics extra)")
+    p.add_argument("--otlp-interval", type=_positive(float), default=10.0, metavar="SECONDS",
+                   help="seconds between OTLP exports (default 10)")
+    _max_series(p)
     _common(p, records=True)
 
     doctor_help = "decode + analyze + findings: what is wrong, worst first (exit 1: critical)"
@@ -298,6 +317,11 @@ def _decode(args: argparse.Namespace) -> int:
     from kdissect.run.summary import damage_lines, format_summary
 
     options = DecodeOptions.from_args(args)
+    if args.metrics_out is not None:     # before decoding: a missing library or folder is one line now
+        from kdissect.metrics.prometheus import require
+        require("--metrics-out")
+        if not os.path.isdir(os.path.dirname(os.path.abspath(args.metrics_out))):
+            raise UsageError(f"--metrics-out {args.metrics_out}: no such directory")
     if args.own_process:
         from kdissect.dataset.arrow import claim_process
         claim_process()
@@ -312,6 +336,14 @@ def _decode(args: argparse.Namespace) -> int:
         print(format_summary(result.counts, packets=result.packets, bytes_read=result.bytes_read,
                              elapsed=result.elapsed, outdir=str(result.outdir), tables=tables,
                              rotated=[(c[0].name, len(c)) for c in result.rotated]))
+    if args.metrics_out is not None:
+        from kdissect.metrics.fold import Health
+        from kdissect.metrics.parquet import ParquetFold, fold_files
+        from kdissect.metrics.prometheus import write_text
+        fold = ParquetFold(args.metrics_max_series)
+        fold.health = lambda: Health(packets=result.packets)
+        fold_files(result.files, fold)
+        write_text(fold, args.metrics_out)
     return _damaged(damage_lines(result.files, result.counts.anomalies), "what could be read is in the dataset")
 
 
@@ -352,8 +384,10 @@ def _live(args: argparse.Namespace) -> int:
     from kdissect.run.source import DecodeOptions
 
     options = DecodeOptions.from_args(args)
+    from kdissect.metrics.run import MetricsOptions
+    metrics = MetricsOptions(args.metrics, args.otlp, args.otlp_interval, args.metrics_max_series)
     return run_live(LiveOptions(args.interface, args.output, args.rotate, args.duration, args.count,
-                                args.keep_pcap, args.spool_max << 20), options, sys.stderr)
+                                args.keep_pcap, args.spool_max << 20, metrics), options, sys.stderr)
 
 
 def _compare(args: argparse.Namespace) -> int:

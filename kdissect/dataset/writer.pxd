@@ -14,7 +14,7 @@ cdef class TableWriter:
     cpdef flush(self, final=*)
 
 cdef class CaptureWriter:
-    cdef public object capture, options, topics, _outdir, _name, _capture_level, _writers
+    cdef public object capture, options, topics, _outdir, _name, _capture_level, _writers, _metrics
     cdef public Tally _tally
     cdef public Counts _counts
     cdef public dict _per_api, _statuses, _errors

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from capture.flows import ConnectionEnd
 from dissector.events import Anomaly, Exchange
 from dissector.topics import TopicRegistry
 
@@ -37,6 +38,7 @@ BATCH_ROWS = 20_000            # rows buffered per table before a row group is w
 BATCH_BYTES = 16 << 20         # ... or this many bytes of JSON bodies (exchanges): peak RSS 357 -> 292 MB
                                # on a 200 MB capture of large Fetch responses (32 -> 16 MB)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_ANOMALY_KIND = COLUMNS["anomalies"].index("kind")
 _TEXT = {("exchanges", "request"), ("exchanges", "response"),     # JSON bodies: see TextColumn
          ("records", "key_decoded"), ("records", "value_decoded")}
 
@@ -319,13 +321,15 @@ class CaptureWriter:
     ``capture_level``: whether anomalies that belong to no connection (a damaged
     file, fragments) go in; when a capture is split into shares, only one share
     reports them. ``unresolved`` is told about rows whose topic id had no name
-    yet, for a later resolution across shares (see :mod:`kdissect.run.parallel`).
+    yet, for a later resolution across shares (see :mod:`kdissect.run.parallel`). ``metrics``: a
+    :class:`kdissect.metrics.fold.MetricsFold` told about every row as it is built (``live --metrics``).
     """
 
     def __init__(self, outdir: Path, capture: str, name: str, options: RowOptions,
                  topics: TopicRegistry | None = None, *, capture_level: bool = True,
-                 unresolved: Unresolved | None = None) -> None:
+                 unresolved: Unresolved | None = None, metrics: Any = None) -> None:
         self.capture = capture
+        self._metrics = metrics
         self.options = options
         self.topics = topics if topics is not None else TopicRegistry()
         self._counts = Counts(captures=1)
@@ -355,6 +359,8 @@ class CaptureWriter:
             self.anomaly(conn, ev)
         elif isinstance(ev, Exchange):
             self.exchange(conn, ev)  # type: ignore[arg-type]
+        elif self._metrics is not None and conn is not None and isinstance(ev, ConnectionEnd):
+            self._metrics.connection_end(conn.id)
 
     @property
     def counts(self) -> Counts:
@@ -371,7 +377,19 @@ class CaptureWriter:
         c.connections.add(conn.id)
         tally = self._tally
         tally.partitions = tally.records = tally.record_bytes = 0
+        metrics = self._metrics
+        if metrics is not None:
+            p0 = len(self._pa.cols[0])
+            a0 = len(self._an.cols[_ANOMALY_KIND])
         built = self._rows.exchange(conn, ex, tally)
+        if metrics is not None:     # before any flush: the rows just built are still in the buffers
+            if built is not None:
+                cols = self._ex.cols
+                metrics.exchange(cols, len(cols[0]) - 1, self._pa.cols, p0, p0 + tally.partitions, ex)
+            kinds = self._an.cols[_ANOMALY_KIND]
+            if len(kinds) != a0:
+                for kind in kinds[a0:]:
+                    metrics.anomaly(kind)
         if built is None:               # its rows raised: left out, a dissector_error anomaly says so
             if self._an.full():
                 self._an.flush()
@@ -409,6 +427,8 @@ class CaptureWriter:
         elif not self._capture_level:
             return
         self._rows.anomaly(conn, a)
+        if self._metrics is not None:
+            self._metrics.anomaly(a.kind)
         if self._an.full():
             self._an.flush()
 

@@ -34,6 +34,8 @@ from kdissect.run.codecache import use_default_code_cache
 from kdissect.dataset.writer import TABLES, CaptureWriter, Counts, prepare_outdir
 from kdissect.run.decode import row_options
 from kdissect.errors import KdissectError, UsageError
+from kdissect.metrics.fold import Health, MetricsFold
+from kdissect.metrics.run import MetricsOptions, MetricsRun
 from kdissect.run.progress import ProgressLine
 from kdissect.run.source import DecodeOptions, check_keylogs
 from kdissect.run.summary import format_summary, human_bytes
@@ -52,6 +54,7 @@ class LiveOptions:
     count: int | None = None      # packets, then stop (like tcpdump -c)
     keep_pcap: bool = False       # keep the spooled pcapng segments under OUTDIR/pcap/
     spool_max: int = 1 << 30      # bytes of captured, not yet decoded packets the spool may hold
+    metrics: MetricsOptions = MetricsOptions()   # --metrics, --otlp: live metrics as exchanges are decoded
 
     def validate(self) -> None:
         """One clear line for values that cannot work (the CLI checks the same before parsing ends)."""
@@ -63,6 +66,7 @@ class LiveOptions:
             raise UsageError("--count must be at least 1")
         if self.spool_max < MIN_SPOOL:
             raise UsageError(f"--spool-max must be at least {MIN_SPOOL >> 20} MiB")
+        self.metrics.validate()
 
 
 def run_id() -> str:
@@ -92,8 +96,9 @@ class _Decoder:
     """The decoding thread's state: the spool's events into one set of files per capture-time interval."""
 
     def __init__(self, run: LiveRun, out: Path, names: _Rotation, options: DecodeOptions, rotate: float,
-                 status: TextIO, line: ProgressLine, describe: Any) -> None:
+                 status: TextIO, line: ProgressLine, describe: Any, metrics: MetricsFold | None = None) -> None:
         self.run = run
+        self.metrics = metrics
         self.out = out
         self.names = names
         self.rows = row_options(options, out, lambda: run.stats.packets)
@@ -111,7 +116,7 @@ class _Decoder:
 
     def _new_writer(self) -> CaptureWriter:
         return CaptureWriter(self.out, self.names.capture, self.names.next_name(), self.rows,
-                             self.run.pipeline.topics)
+                             self.run.pipeline.topics, metrics=self.metrics)
 
     @property
     def files(self) -> int:
@@ -160,6 +165,17 @@ def run_live(live: LiveOptions, options: DecodeOptions, status: TextIO) -> int:
         from kdissect.dataset.payload_columns import check_options
         check_options(options)
     tables = TABLES if options.records else TABLES[:3]
+    # Before anything is created or captured: a port that cannot be bound is one line, and nothing else.
+    metrics = MetricsRun(live.metrics) if live.metrics.wanted else None
+    try:
+        return _run_live(live, options, status, tables, metrics)
+    finally:
+        if metrics is not None:
+            metrics.close()
+
+
+def _run_live(live: LiveOptions, options: DecodeOptions, status: TextIO, tables: tuple[str, ...],
+              metrics: MetricsRun | None) -> int:
     out = prepare_outdir(live.outdir, tables)
     names = _Rotation(live.interface)
     spool = out / ".spool" / names.capture
@@ -179,14 +195,14 @@ def run_live(live: LiveOptions, options: DecodeOptions, status: TextIO) -> int:
     restore = {s: signal.signal(s, on_signal) for s in handled} \
         if threading.current_thread() is threading.main_thread() else {}
     try:
-        return _run(live, options, status, out, names, spool, signals, runs, tables)
+        return _run(live, options, status, out, names, spool, signals, runs, tables, metrics)
     finally:
         for s, h in restore.items():
             signal.signal(s, h)
 
 
 def _run(live: LiveOptions, options: DecodeOptions, status: TextIO, out: Path, names: _Rotation, spool: Path,
-         signals: list[int], runs: list[LiveRun], tables: tuple[str, ...]) -> int:
+         signals: list[int], runs: list[LiveRun], tables: tuple[str, ...], metrics: MetricsRun | None) -> int:
     use_default_code_cache()
     try:
         run = live_capture(CaptureLiveOptions(
@@ -204,6 +220,12 @@ def _run(live: LiveOptions, options: DecodeOptions, status: TextIO, out: Path, n
     src = run.source
     status.write(f"listening on {live.interface} (snaplen {src.snaplen}, filter '{src.filter.expression}'), "
                  f"writing {out}/ as {names.capture}\n")
+    fold = None
+    if metrics is not None:
+        fold = metrics.fold
+        fold.health = lambda: Health(src.status.packets, src.status.kernel_drops, src.status.spool_drops,
+                                     src.backlog())
+        metrics.describe(status)
     status.flush()
     line = ProgressLine(status)
     start = time.monotonic()
@@ -211,7 +233,7 @@ def _run(live: LiveOptions, options: DecodeOptions, status: TextIO, out: Path, n
     def describe() -> str:
         return _status(live, run, dec, time.monotonic() - start, bool(signals))
 
-    dec = _Decoder(run, out, names, options, live.rotate, status, line, describe)
+    dec = _Decoder(run, out, names, options, live.rotate, status, line, describe, fold)
     worker = threading.Thread(target=dec, name="kdissect-live-decode", daemon=True)
     worker.start()
     try:
