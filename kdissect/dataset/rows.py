@@ -315,7 +315,7 @@ class RowBuilder:
             if not kinds[kind]:
                 del kinds[kind]
         tables = (("exchanges", self._ex), ("partitions", self._pa), ("anomalies", self._an),
-                  ("records", self._rec))
+                  ("records", self.cols["records"] if self._rec is not None else None))   # payload columns too
         for (table, cols), n in zip(tables, mark):
             if cols is None:
                 continue
@@ -617,7 +617,10 @@ class RowBuilder:
                     n += 1
             except Exception as exc:  # noqa: BLE001  (a bug in one batch's rows costs that batch alone)
                 for col in self.cols["records"]:     # the payload columns too
-                    del col[mark:]
+                    if type(col) is list:
+                        del col[mark:]
+                    else:
+                        col.truncate(mark)
                 n, nbytes = batch_n, batch_bytes
                 self._anomaly_at(cid, ts, "dissector_error", kind,
                                  f"{where}: building the rows of the {_batch_name(batch)} raised {_raised(exc)}; "
