@@ -335,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     d = Dumper(sock, a.linktype, a.cooked, a.snaplen, spool, a.count, a.duration, out)
     signal.signal(signal.SIGINT, d.on_signal)
     signal.signal(signal.SIGTERM, d.on_signal)
+    # A mask is inherited: the parent may start us while it holds these back from its own threads.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM))
     reason = "error"
     try:
         reason = d.run()

@@ -109,6 +109,7 @@ class _Decoder:
         self.describe = describe
         self.error: BaseException | None = None
         self.done = threading.Event()
+        self.go = threading.Event()      # set once the main thread has handled any stop held back so far
         self.start_ns = time.time_ns()
         self.writer = self._new_writer()
         run.source.boundary = self.start_ns + self.rotate_ns
@@ -142,6 +143,7 @@ class _Decoder:
 
     def __call__(self) -> None:
         try:
+            self.go.wait()
             for ce in self.run:
                 self.writer.event(ce.conn, ce.event)
             w = self.writer
@@ -165,17 +167,46 @@ def run_live(live: LiveOptions, options: DecodeOptions, status: TextIO) -> int:
         from kdissect.dataset.payload_columns import check_options
         check_options(options)
     tables = TABLES if options.records else TABLES[:3]
-    # Before anything is created or captured: a port that cannot be bound is one line, and nothing else.
-    metrics = MetricsRun(live.metrics) if live.metrics.wanted else None
+    # Every thread this run starts (metrics servers, the capture listener, the decoder) inherits a mask
+    # without SIGINT/SIGTERM, so a stop always lands on the main thread and wakes it at once: a signal taken
+    # by the busy decoder would wait for the main thread's next tick while the backlog it measures drains.
+    masked = _mask_stop_signals()
     try:
-        return _run_live(live, options, status, tables, metrics)
+        # Before anything is created or captured: a port that cannot be bound is one line, and nothing else.
+        metrics = MetricsRun(live.metrics) if live.metrics.wanted else None
+        try:
+            return _run_live(live, options, status, tables, metrics, masked)
+        finally:
+            if metrics is not None:
+                metrics.close()
     finally:
-        if metrics is not None:
-            metrics.close()
+        masked.release()
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _StopSignalMask:
+    """SIGINT/SIGTERM held back on the main thread while it starts threads; ``release`` lets them in."""
+
+    def __init__(self, held: bool) -> None:
+        self.held = held
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+
+def _mask_stop_signals() -> _StopSignalMask:
+    if threading.current_thread() is not threading.main_thread():
+        return _StopSignalMask(False)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    return _StopSignalMask(not (set(_STOP_SIGNALS) & set(blocked)))
 
 
 def _run_live(live: LiveOptions, options: DecodeOptions, status: TextIO, tables: tuple[str, ...],
-              metrics: MetricsRun | None) -> int:
+              metrics: MetricsRun | None, masked: _StopSignalMask) -> int:
     out = prepare_outdir(live.outdir, tables)
     names = _Rotation(live.interface)
     spool = out / ".spool" / names.capture
@@ -195,14 +226,16 @@ def _run_live(live: LiveOptions, options: DecodeOptions, status: TextIO, tables:
     restore = {s: signal.signal(s, on_signal) for s in handled} \
         if threading.current_thread() is threading.main_thread() else {}
     try:
-        return _run(live, options, status, out, names, spool, signals, runs, tables, metrics)
+        return _run(live, options, status, out, names, spool, signals, runs, tables, metrics, masked)
     finally:
+        masked.release()    # a signal still held is handled here, before the default handler is back
         for s, h in restore.items():
             signal.signal(s, h)
 
 
 def _run(live: LiveOptions, options: DecodeOptions, status: TextIO, out: Path, names: _Rotation, spool: Path,
-         signals: list[int], runs: list[LiveRun], tables: tuple[str, ...], metrics: MetricsRun | None) -> int:
+         signals: list[int], runs: list[LiveRun], tables: tuple[str, ...], metrics: MetricsRun | None,
+         masked: _StopSignalMask) -> int:
     use_default_code_cache()
     try:
         run = live_capture(CaptureLiveOptions(
@@ -237,6 +270,10 @@ def _run(live: LiveOptions, options: DecodeOptions, status: TextIO, out: Path, n
     worker = threading.Thread(target=dec, name="kdissect-live-decode", daemon=True)
     worker.start()
     try:
+        # Every thread is started: a stop held back until now is handled here, and measures its backlog
+        # before the decoder (compiled, slow to hand the GIL back) has read any of it.
+        masked.release()
+        dec.go.set()
         seen_drops = 0
         while not dec.done.wait(0.25):
             drops = src.status.kernel_drops + src.status.spool_drops
@@ -247,6 +284,7 @@ def _run(live: LiveOptions, options: DecodeOptions, status: TextIO, out: Path, n
             line.show(describe())
     finally:
         line.clear()
+        dec.go.set()
         if not dec.done.is_set():   # interrupted for good: stop the capture process, leave the rest
             run.abort()
             dec.done.wait(5)
