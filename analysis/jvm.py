@@ -125,7 +125,9 @@ def quick_start_options(input_bytes: int) -> list[str]:
     """JIT and GC options for a run over ``input_bytes`` of Parquet (none past :data:`SMALL_INPUT`)."""
     if input_bytes > SMALL_INPUT:
         return []
-    return ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+    # C1 alone gets a 48 MB code cache; Spark with its Connect server fills it, and a full cache stops
+    # compiling for the rest of the run (and says so on the console). The tiered default's 240 MB.
+    return ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m", "-XX:+UseSerialGC"]
 
 
 def cds_enabled() -> bool:
