@@ -18,6 +18,7 @@ import secrets
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,9 +98,11 @@ def _answers(host: str, port: int) -> bool:
 
 
 def start(host: str = "127.0.0.1", port: int = CONNECT_PORT, memory: str | None = None,
-          conf: dict[str, str] | None = None, state: Path | None = None, progress=None) -> Server:
+          conf: dict[str, str] | None = None, state: Path | None = None, progress=None,
+          announce: Callable[[], object] | None = None) -> Server:
     """Start the server (``local[*]`` in a JVM of its own) and wait until it answers; AnalysisError if it
-    cannot (already running, port taken, no Java, the JVM died: with the last lines of its log)."""
+    cannot (already running, port taken, no Java, the JVM died: with the last lines of its log).
+    ``announce`` is called once the checks passed, as the JVM starts."""
     state = state or state_dir()
     running = status(state)
     if running.running:
@@ -109,6 +112,8 @@ def start(host: str = "127.0.0.1", port: int = CONNECT_PORT, memory: str | None 
     connect_host = "localhost" if host in ("127.0.0.1", "localhost", "::1") else host
     if _answers(connect_host, port):
         raise AnalysisError(f"port {port} on {host} is already in use: choose another with --port")
+    if announce:
+        announce()
     state.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(16)
     java = [f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"]

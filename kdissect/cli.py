@@ -427,8 +427,16 @@ def _spark_server(args: argparse.Namespace) -> int:
                 if not sep or not key.strip():
                     raise KdissectError(f"--conf {pair!r}: expected KEY=VALUE")
                 conf[key.strip()] = value.strip()
-            sys.stderr.write(f"starting a Spark Connect server on {args.host}:{args.port} ...\n")
-            server = connect_server.start(args.host, args.port, args.memory, conf)
+            said = [0]
+
+            def waited(seconds: float) -> None:  # never silent for long while the JVM starts
+                if seconds >= said[0] + 10:
+                    said[0] = int(seconds)
+                    sys.stderr.write(f"  ... {said[0]} s\n")
+
+            server = connect_server.start(args.host, args.port, args.memory, conf, progress=waited,
+                                          announce=lambda: sys.stderr.write(
+                                              f"starting a Spark Connect server on {args.host}:{args.port} ...\n"))
             print(f"Spark Connect server running (pid {server.pid}); use it with\n"
                   f"  kdissect analyze DATASET --remote '{server.url}'\n"
                   f"or export KDISSECT_SPARK_REMOTE='{server.url}'\n"
