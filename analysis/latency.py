@@ -76,9 +76,10 @@ def timed(classified_exchanges: DataFrame) -> DataFrame:
 
 def mean(value: str) -> Column:
     """The mean of a latency column, the same whatever order Spark adds the rows in: a double sum depends on
-    it (tables computed from other plans, partitionings or servers differed in the last digit), a decimal
-    sum does not. Capture times are at most nanosecond-precise, so six decimals of a millisecond hold a latency exactly."""
-    return F.avg(F.col(value).cast("decimal(20,6)")).cast("double")
+    it (the same table from another plan, partitioning or server differed in its last digits), a decimal
+    sum does not. Sixteen decimals keep every digit a double latency has (and a mean to twenty), so the
+    result is the double sum's up to its rounding; the fourteen integer digits hold millennia of ms."""
+    return F.avg(F.col(value).cast("decimal(30,16)")).cast("double")
 
 
 def stats(value: str = "latency_ms") -> list[Column]:

@@ -254,7 +254,8 @@ def start(app_name: str, master: str | None = None, conf: dict[str, str] | None 
     if not checked:
         check_start(master, remote)
     if remote:
-        return Spark(_remote_session(app_name, remote, conf))
+        # The session's own SQL settings for the input's size (a Connect session's settings are its own).
+        return Spark(_remote_session(app_name, remote, {**conf_for_size(input_bytes), **(conf or {})}))
     if "PYSPARK_GATEWAY_PORT" in os.environ or not local_master(master):
         return Spark(build_session(app_name, master, conf, checked=True))
     settings = {**LOCAL_TUNING, **conf_for_size(input_bytes)}
