@@ -13,6 +13,7 @@ follow_install() {
     local pid=$1 log=$2 started=$SECONDS quiet_since=$SECONDS line status
     while :; do
         if IFS= read -r -t 10 line; then
+            line="${line#"${line%%[![:space:]]*}"}"   # pip -v indents the build's own lines
             case "$line" in
                 kafka-dissect:*)                          echo "  ${line#kafka-dissect: }" ;;
                 Collecting\ *|Downloading\ *)             echo "  ${line%% (*}" ;;
