@@ -236,7 +236,11 @@ def analyze(spark: Any, args: argparse.Namespace, jobs: Sequence[str],
     stats = stats or Stats()
     group = f"kdissect-{os.getpid()}-{id(stats):x}"
     session.in_thread(spark, "kdissect-main", group)()
-    ds, opts = prepare(spark, args, findings, stats)
+    try:
+        ds, opts = prepare(spark, args, findings, stats)
+    except Exception:
+        running.check_alive()
+        raise
     built: dict[str, dict[str, Any]] = {}
     pieces: dict[tuple[str, str | None], Any] = {}
     local = threading.local()
@@ -284,14 +288,16 @@ def analyze(spark: Any, args: argparse.Namespace, jobs: Sequence[str],
                     if progress:
                         progress(done, total, key[0])
     except BaseException:
-        session.cancel(spark, group)
         for future in pending:
             future.cancel()
+        running.check_alive()
+        session.cancel(spark, group)
         raise
     finally:
         pool.shutdown(wait=True)
-        stats.jobs = running.jobs(group)
-        ds.release()
+        if not running.died():
+            stats.jobs = running.jobs(group)
+            ds.release()
     stats.mark("all tables", t0)
     out: Results = {}
     for job in jobs:

@@ -225,7 +225,20 @@ class Spark:
     host: Any = None
     archive: Any = None
 
+    def died(self) -> bool:
+        """Whether the JVM this process started has exited (it ran out of memory, or was killed)."""
+        proc = getattr(getattr(getattr(self.host, "sparkContext", None), "_gateway", None), "proc", None)
+        return proc is not None and proc.poll() is not None
+
+    def check_alive(self) -> None:
+        """SparkUnavailable (one line) if the JVM this process started is gone: after a failed query."""
+        if self.died():
+            raise SparkUnavailable("Spark's JVM died during the analysis (out of memory? give it more with "
+                                   "--conf spark.driver.memory=4g)")
+
     def stop(self) -> None:
+        if self.died():
+            return
         try:
             if self.session is not self.host:
                 self.session.stop()
@@ -292,6 +305,10 @@ def start(app_name: str, master: str | None = None, conf: dict[str, str] | None 
                        "MODULE$").localPort()
         # "localhost": the client then sends the token over a local (not TLS) channel.
         session = _remote_session(app_name, f"sc://localhost:{port}/;token={token}", None, local=True)
+        # A server in this process's own JVM does not come back once gone: fail in seconds, not after the
+        # client's default ten minutes of retries.
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+        session.client.set_retry_policies([DefaultPolicy(max_retries=3, max_backoff=1000)])
     except BaseException:
         host.stop()
         raise
