@@ -12,19 +12,21 @@ sample=samples/mixed.pcap
 follow_install() {
     local pid=$1 log=$2 started=$SECONDS quiet_since=$SECONDS line status
     while :; do
-        if IFS= read -r -t 10 line; then
+        if IFS= read -r -t 5 line; then
             line="${line#"${line%%[![:space:]]*}"}"   # pip -v indents the build's own lines
             case "$line" in
-                kafka-dissect:*)                          echo "  ${line#kafka-dissect: }" ;;
-                Collecting\ *|Downloading\ *)             echo "  ${line%% (*}" ;;
-                Installing\ collected\ packages:*)        echo "  installing the packages (pyspark is ~400 MB) ..." ;;
-                Successfully\ installed*)                 echo "  installed" ;;
-                *) continue ;;
+                kafka-dissect:*)                          echo "  ${line#kafka-dissect: }"; quiet_since=$SECONDS ;;
+                Collecting\ *|Downloading\ *)             echo "  ${line%% (*}"; quiet_since=$SECONDS ;;
+                Installing\ collected\ packages:*)        echo "  installing the packages (pyspark is ~400 MB) ..."
+                                                          quiet_since=$SECONDS ;;
+                Successfully\ installed*)                 echo "  installed"; quiet_since=$SECONDS ;;
             esac
-            quiet_since=$SECONDS
         else
             status=$?
             [ "$status" -gt 128 ] || break   # end of the log: pip is done
+        fi
+        # Lines filtered out do not count: the heartbeat is for the user, who saw nothing.
+        if [ $((SECONDS - quiet_since)) -ge 10 ]; then
             echo "  ... $((SECONDS - started)) s"
             quiet_since=$SECONDS
         fi

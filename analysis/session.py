@@ -265,6 +265,9 @@ class Spark:
     session: Any
     host: Any = None
     archive: Any = None
+    # pyspark marks a process that opened a Connect session (an environment variable) and then refuses
+    # classic sessions in it: the mark is taken away on stop when this Spark put it there.
+    connect_mark: bool = False
 
     def died(self) -> bool:
         """Whether the JVM this process started has exited (it ran out of memory, or was killed)."""
@@ -278,6 +281,13 @@ class Spark:
                                    "--conf spark.driver.memory=4g)")
 
     def stop(self) -> None:
+        try:
+            self._stop()
+        finally:
+            if self.connect_mark:
+                os.environ.pop(CONNECT_MODE_ENV, None)
+
+    def _stop(self) -> None:
         if self.died():
             return
         try:
@@ -309,7 +319,9 @@ def start(app_name: str, master: str | None = None, conf: dict[str, str] | None 
         check_start(master, remote)
     if remote:
         # The session's own SQL settings for the input's size (a Connect session's settings are its own).
-        return Spark(_remote_session(app_name, remote, {**conf_for_size(input_bytes), **(conf or {})}))
+        marked = CONNECT_MODE_ENV in os.environ
+        return Spark(_remote_session(app_name, remote, {**conf_for_size(input_bytes), **(conf or {})}),
+                     connect_mark=not marked)
     if "PYSPARK_GATEWAY_PORT" in os.environ or not local_master(master):
         return Spark(build_session(app_name, master, conf, checked=True))
     settings = {**LOCAL_TUNING, **conf_for_size(input_bytes)}
@@ -341,6 +353,7 @@ def start(app_name: str, master: str | None = None, conf: dict[str, str] | None 
         archive.writer_started(host.sparkContext._gateway.proc.pid)
     if not connect:
         return Spark(host, host, archive)
+    marked = CONNECT_MODE_ENV in os.environ
     try:
         port = getattr(getattr(host._jvm, "org.apache.spark.sql.connect.service.SparkConnectService$"),
                        "MODULE$").localPort()
@@ -353,10 +366,11 @@ def start(app_name: str, master: str | None = None, conf: dict[str, str] | None 
     except BaseException:
         host.stop()
         raise
-    return Spark(session, host, archive)
+    return Spark(session, host, archive, connect_mark=not marked)
 
 
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
+CONNECT_MODE_ENV = "SPARK_CONNECT_MODE_ENABLED"
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 FAIR_POOLS = Path(__file__).with_name("fairscheduler.xml")
 # Every local session: the analysis runs many small independent queries side by side.
