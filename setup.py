@@ -16,11 +16,19 @@ each: that was 24 ms of every run's start-up for the 38 a decode loaded.
 
 Everything else is in ``pyproject.toml``. A failed compile is a warning, never a failed
 install: kdissect then runs as Python.
+
+The build runs on every core (Cython's translation and the C compiles alike), the largest modules
+first so none is left compiling alone at the end, and says how far it is: one line per module, which
+``pip install -v`` shows (``run-sample.sh`` does, filtered, keeping pip's whole log). Modules are
+compiled without debug information (``-g0``): the generated C is ~35 MB, and debug information for it
+was a third of the compile time and nine tenths of the modules' size, for nobody's debugger.
 """
 from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
@@ -50,25 +58,49 @@ def _warn(msg: str) -> None:
     print(f"kafka-dissect: {msg}; kdissect will run as pure Python (slower, same output)", file=sys.stderr)
 
 
+def _say(msg: str) -> None:
+    print(f"kafka-dissect: {msg}", file=sys.stderr, flush=True)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 class OptionalBuildExt(build_ext):
     """build_ext that never fails the install: a module that does not compile stays Python."""
 
     def finalize_options(self) -> None:
         super().finalize_options()
-        if self.parallel is None:
-            self.parallel = os.cpu_count() or 1
+        if self.parallel is None or self.parallel is True:
+            self.parallel = _cores()
 
     def run(self) -> None:
+        # Largest first: a big module started last would compile alone while the other cores idle.
+        self.extensions.sort(key=lambda e: -sum(os.path.getsize(s) for s in e.sources if os.path.exists(s)))
+        self._done, self._lock, self._started = 0, threading.Lock(), time.monotonic()
+        if self.extensions:
+            _say(f"compiling {len(self.extensions)} modules with {self.parallel} parallel jobs, largest first")
         try:
             super().run()
         except Exception as exc:  # no compiler, no Python headers: the .py files still work
             _warn(f"compiling the hot path failed ({exc})")
 
     def build_extension(self, ext) -> None:
+        if self.compiler.compiler_type == "unix":
+            ext.extra_compile_args = [*ext.extra_compile_args, "-g0"]
         try:
             super().build_extension(ext)
+            outcome = "compiled"
         except Exception as exc:
             _warn(f"{ext.name} did not compile ({exc})")
+            outcome = "left as Python"
+        with self._lock:
+            self._done += 1
+            _say(f"{outcome} {ext.name} ({self._done}/{len(self.extensions)}, "
+                 f"{time.monotonic() - self._started:.0f} s)")
 
 
 def extensions() -> list:
@@ -79,8 +111,11 @@ def extensions() -> list:
     except ImportError:
         _warn("Cython is not available")
         return []
-    return cythonize(HOT_MODULES, compiler_directives=DIRECTIVES,
-                     nthreads=os.cpu_count() or 1, quiet=True)
+    started = time.monotonic()
+    _say(f"translating {len(HOT_MODULES)} modules to C with Cython ({_cores()} processes) ...")
+    modules = cythonize(HOT_MODULES, compiler_directives=DIRECTIVES, nthreads=_cores(), quiet=True)
+    _say(f"translated in {time.monotonic() - started:.0f} s")
+    return modules
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

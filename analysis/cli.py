@@ -112,28 +112,34 @@ def _printed(results: runner.Results) -> runner.Results:
 def run(args: argparse.Namespace, out: TextIO | None = None, spark=None) -> int:
     """Compute every table and write what ``args`` asks; raises AnalysisError for the caller to print."""
     out = out or sys.stdout
-    from analysis.session import build_session
-
-    for path in filter(None, [args.report, args.json]):
-        parent = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(parent):
-            raise UsageError(f"{path}: directory {parent} does not exist")
     from analysis.dataset import check_paths
-    check_paths(args.datasets)  # a wrong path answers at once, before the JVM starts
-    started = time.monotonic()
+    from analysis.session import Spark, check_start, remote_url, start
+
+    # Everything that can be wrong without Spark answers at once, before a JVM starts.
+    checked = runner.check_arguments(args)
+    size = check_paths(args.datasets)
+    remote = remote_url(getattr(args, "remote", None))
+    if spark is None:
+        check_start(args.master, remote)
+    stats = runner.Stats()
+    started = stats.started
     progress = runner.Progress(sys.stderr, "analyze")
     if progress.enabled:
-        progress.stream.write("analyze: starting Spark ...")
+        progress.stream.write("analyze: starting Spark ..." if not remote else f"analyze: connecting to {remote} ...")
         progress.stream.flush()
-    session = spark or build_session("kdissect-analyze", args.master, runner.spark_conf(args.conf))
+    running = Spark(spark) if spark is not None else start("kdissect-analyze", args.master, checked.conf, remote,
+                                                            size, checked=True)
+    stats.mark("Spark session" if not remote else f"Spark Connect session at {remote}", started)
     try:
         try:
-            results = runner.collect_all(runner.compute(session, args, runner.JOBS), progress)
+            results = runner.analyze(running, args, runner.JOBS, progress, checked.findings, stats)
         finally:
             progress.clear()
     finally:
         if spark is None:
-            session.stop()
+            running.stop()
+    if getattr(args, "profile", False):
+        print(stats.report(), file=sys.stderr)
     print(_summary_line(results, args.datasets), file=out)
     runner.print_tables(_printed(results), VIEWS, args.limit, out)
     print(file=out)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -146,7 +147,11 @@ REQUIRED = ("exchanges", "partitions", "anomalies")
 
 @dataclass(frozen=True)
 class Dataset:
-    """The tables of one or more dataset directories, unioned, optionally cut to a time range."""
+    """The tables of one or more dataset directories, unioned, optionally cut to a time range.
+
+    ``kept`` holds the frames Spark keeps for this analysis (:meth:`keep`), released together by
+    :meth:`release`: a long-running Spark Connect server must not keep them after the run.
+    """
 
     exchanges: DataFrame
     partitions: DataFrame
@@ -154,6 +159,28 @@ class Dataset:
     records: DataFrame
     paths: tuple[str, ...]
     input_bytes: int
+    kept: list[tuple[DataFrame, str]] = field(default_factory=list, compare=False, repr=False)
+
+    def keep(self, df: DataFrame) -> DataFrame:
+        """``df`` persisted (memory, spilling to disk) until :meth:`release`: for a frame several tables read.
+
+        It comes back as a temporary view of itself: the queries built on it then name it instead of
+        repeating its whole plan, which Spark would otherwise analyze again in every one of them (and a
+        Spark Connect client would send every time).
+        """
+        from pyspark import StorageLevel
+        name = f"kdissect_{uuid.uuid4().hex}"
+        kept = df.persist(StorageLevel.MEMORY_AND_DISK)
+        kept.createOrReplaceTempView(name)
+        self.kept.append((kept, name))
+        return kept.sparkSession.table(name)
+
+    def release(self) -> None:
+        """Drop every frame :meth:`keep` persisted, and its view (without waiting for Spark to free the blocks)."""
+        while self.kept:
+            kept, name = self.kept.pop()
+            kept.sparkSession.catalog.dropTempView(name)
+            kept.unpersist(blocking=False)
 
 
 def _is_remote(path: str) -> bool:
@@ -198,14 +225,17 @@ def check_local(path: str) -> tuple[dict[str, list[str]], int, int]:
     return files, size, rows
 
 
-def check_paths(paths: Sequence[str]) -> None:
-    """Check local datasets without Spark; DatasetError for the first unusable one."""
-    rows, local = 0, [p for p in paths if not _is_remote(p)]
+def check_paths(paths: Sequence[str]) -> int:
+    """Check local datasets without Spark; DatasetError for the first unusable one. Their Parquet bytes."""
+    rows = size = 0
+    local = [p for p in paths if not _is_remote(p)]
     for path in local:
-        rows += check_local(path)[2]
+        _, nbytes, nrows = check_local(path)
+        rows, size = rows + nrows, size + nbytes
     if local and len(local) == len(paths) and rows == 0:
         where = paths[0] if len(paths) == 1 else f"{len(paths)} datasets"
         raise DatasetError(f"{where}: empty dataset (no exchanges); nothing to analyze")
+    return size
 
 
 def _since_until(df: DataFrame, ts: Column, since: dt.datetime | None, until: dt.datetime | None) -> DataFrame:
@@ -260,30 +290,16 @@ def load(spark: SparkSession, paths: Sequence[str], since: dt.datetime | None = 
     )
 
 
-def without_record_data(exchanges: DataFrame) -> DataFrame:
-    """Exchanges minus what no job reads and that weighs most: the records' own bytes.
-
-    Produce request bodies keep their batch summaries (producer id, counts) but
-    not ``"data"`` (which only datasets of kdissect before ``first_crc`` carry); Fetch response bodies are dropped whole (their partition
-    entries are in ``partitions``).
-    """
-    # Datasets written since record bytes left the bodies have no "data" to strip: skip the regex.
-    produce = (F.col("api_key") == 0) & F.col("request").contains('"data":"')
-    fetch = F.col("api_key") == 1
-    return (exchanges
-            .withColumn("request", F.when(produce, F.regexp_replace("request", r'"data":"[^"]*"', '"data":null'))
-                        .otherwise(F.col("request")))
-            .withColumn("response", F.when(fetch, F.lit(None).cast("string")).otherwise(F.col("response"))))
-
-
 def cached(ds: Dataset) -> Dataset:
-    """The dataset with exchanges (minus record data) and partitions kept by Spark after first use,
-    so the jobs' many small queries read and parse the Parquet files once."""
+    """The dataset as the jobs read it: exchanges as facts (every body field a job reads as a typed
+    column, each body parsed once, the bodies themselves dropped: see :mod:`analysis.facts`) and
+    partitions, both kept by Spark (:meth:`Dataset.keep`) so the jobs' many small queries read the
+    Parquet files and parse the JSON once."""
     from dataclasses import replace
 
-    from pyspark import StorageLevel
-    return replace(ds, exchanges=without_record_data(ds.exchanges).persist(StorageLevel.MEMORY_AND_DISK),
-                   partitions=ds.partitions.persist(StorageLevel.MEMORY_AND_DISK))
+    from analysis.facts import exchange_facts
+    out = replace(ds, kept=[])
+    return replace(out, exchanges=out.keep(exchange_facts(ds.exchanges)), partitions=out.keep(ds.partitions))
 
 
 def read_table(spark: SparkSession, dataset: str, name: str) -> DataFrame:

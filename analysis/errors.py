@@ -76,8 +76,10 @@ def over_time(exchanges: DataFrame, partitions: DataFrame, window: str = "1 minu
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
     return {
-        "errors": errors(ds.exchanges, ds.partitions).orderBy(F.col("count").desc(), "api_name", "error_name"),
-        "errors_over_time": over_time(ds.exchanges, ds.partitions, opts.window).orderBy("window_start", "api_name"),
+        "errors": frames.ordered(errors(ds.exchanges, ds.partitions), F.col("count").desc(), "api_name",
+                                 "error_name"),
+        "errors_over_time": frames.ordered(over_time(ds.exchanges, ds.partitions, opts.window), "window_start",
+                                           "api_name"),
     }
 
 

@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 # capture + connection + correlation_id identify an exchange in every table.
 KEYS = ["capture", "connection", "correlation_id"]
 
-PRODUCE, FETCH, LIST_OFFSETS, OFFSET_COMMIT = 0, 1, 2, 8
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT = 0, 1, 2, 3, 8
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 API_VERSIONS = 18
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
@@ -44,3 +44,12 @@ def context(exchanges: DataFrame) -> DataFrame:
 
 def failed(error_code: str = "error_code") -> Column:
     return F.col(error_code).isNotNull() & (F.col(error_code) != 0)
+
+
+def ordered(df: DataFrame, *order: str | Column) -> DataFrame:
+    """A result table sorted for the driver: in one partition, then sorted there.
+
+    A result table is small and aggregated. Sorting it in one partition spares Spark's range
+    partitioning, which samples the table with a job of its own (recomputing it) before sorting.
+    """
+    return df.coalesce(1).orderBy(*order)

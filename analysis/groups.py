@@ -36,48 +36,35 @@ from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, IntegerType, StringType, StructField, StructType
 
-from analysis import frames, runner
+from analysis import facts, frames, runner
 from analysis.dataset import Dataset
 from analysis.options import Options
 
 GROUP_APIS = (frames.OFFSET_COMMIT, frames.JOIN_GROUP, frames.HEARTBEAT, frames.LEAVE_GROUP, frames.SYNC_GROUP,
               frames.TXN_OFFSET_COMMIT, frames.CONSUMER_GROUP_HEARTBEAT)
-_PARTS = ArrayType(StructType([StructField("topic", StringType()), StructField("topic_id", StringType()),
-                               StructField("partitions", ArrayType(IntegerType()))]))
-SYNC_ASSIGNMENT = StructType([StructField("assignment", StructType([
-    StructField("assigned_partitions", _PARTS)]))])
-CGH_ASSIGNMENT = StructType([StructField("assignment", StructType([
-    StructField("topic_partitions", _PARTS)]))])
-LEAVE_MEMBERS = StructType([StructField("members", ArrayType(StructType([
-    StructField("member_id", StringType()), StructField("reason", StringType())])))])
 
 REBALANCE = ["group_id", "generation_id", "protocol", "members", "member_client_ids", "start_ts", "end_ts",
              "duration_ms", "reason", "errors", "members_joined", "members_left"]
 
 
-def _json(path: str, body: str = "request") -> Column:
-    return F.get_json_object(body, path)
-
-
 def group_exchanges(exchanges: DataFrame) -> DataFrame:
-    """Exchanges of the group apis, with ``group_id`` from the request."""
-    return (exchanges.where(F.col("api_key").isin(*GROUP_APIS))
-            .withColumn("group_id", _json("$.group_id")))
+    """Exchanges of the group apis (as facts), with ``group_id`` from the request."""
+    return (facts.typed(exchanges).where(F.col("api_key").isin(*GROUP_APIS))
+            .withColumn("group_id", F.col("req_group_id")))
 
 
 def joins(exchanges: DataFrame) -> DataFrame:
     """JoinGroup exchanges with their outcome; ``generation_id`` only where the join succeeded."""
     ok = F.col("error_code") == 0
-    return (exchanges.where(F.col("api_key") == frames.JOIN_GROUP)
-            .select("group_id" if "group_id" in exchanges.columns else _json("$.group_id").alias("group_id"),
+    return (facts.typed(exchanges).where(F.col("api_key") == frames.JOIN_GROUP)
+            .select(F.col("req_group_id").alias("group_id"),
                     "client_id", "request_ts", "response_ts", "error_name",
-                    F.when(ok, _json("$.generation_id", "response").cast("int")).alias("generation_id"),
-                    F.when(ok, _json("$.member_id", "response")).alias("member_id"),
-                    F.when(ok, _json("$.protocol_name", "response")).alias("protocol"),
-                    _json("$.protocol_type").alias("protocol_type"),
-                    _json("$.reason").alias("reason")))
+                    F.when(ok, F.col("resp_generation_id")).alias("generation_id"),
+                    F.when(ok, F.col("resp_member_id")).alias("member_id"),
+                    F.when(ok, F.col("resp_protocol_name")).alias("protocol"),
+                    F.col("req_protocol_type").alias("protocol_type"),
+                    F.col("req_reason").alias("reason")))
 
 
 def _first_reason(column: str) -> Column:
@@ -86,6 +73,7 @@ def _first_reason(column: str) -> Column:
 
 def classic_generations(exchanges: DataFrame) -> DataFrame:
     """One row per (group, generation) from JoinGroup and SyncGroup, before errors and reasons are attached."""
+    exchanges = facts.typed(exchanges)
     j = joins(exchanges).where(F.col("request_ts").isNotNull())
     # A join without a generation (MEMBER_ID_REQUIRED, retried) belongs to the next generation the group forms.
     ahead = Window.partitionBy("group_id").orderBy("request_ts").rowsBetween(0, Window.unboundedFollowing)
@@ -99,8 +87,7 @@ def classic_generations(exchanges: DataFrame) -> DataFrame:
                  F.array_sort(F.collect_set(F.when(ok, F.col("client_id")))).alias("member_client_ids"),
                  _first_reason("reason").alias("join_reason")))
     syncs = (exchanges.where((F.col("api_key") == frames.SYNC_GROUP) & F.col("response_ts").isNotNull())
-             .groupBy(_json("$.group_id").alias("group_id"),
-                      _json("$.generation_id").cast("int").alias("generation_id"))
+             .groupBy(F.col("req_group_id").alias("group_id"), F.col("req_generation_id").alias("generation_id"))
              .agg(F.max("response_ts").alias("sync_end")))
     return (gens.join(syncs, ["group_id", "generation_id"], "left")
             .withColumn("end_ts", F.coalesce("sync_end", "join_end")).drop("sync_end", "join_end"))
@@ -108,11 +95,11 @@ def classic_generations(exchanges: DataFrame) -> DataFrame:
 
 def kip848_generations(exchanges: DataFrame) -> DataFrame:
     """One row per (group, member epoch) handed out by ConsumerGroupHeartbeat responses."""
-    hb = (exchanges.where((F.col("api_key") == frames.CONSUMER_GROUP_HEARTBEAT) & (F.col("error_code") == 0))
-          .select(_json("$.group_id").alias("group_id"), "client_id", "request_ts", "response_ts",
-                  _json("$.member_epoch", "response").cast("int").alias("generation_id"),
-                  _json("$.member_id", "response").alias("member_id"),
-                  F.from_json("response", CGH_ASSIGNMENT)["assignment"].alias("assignment")))
+    hb = (facts.typed(exchanges).where((F.col("api_key") == frames.CONSUMER_GROUP_HEARTBEAT) & (F.col("error_code") == 0))
+          .select(F.col("req_group_id").alias("group_id"), "client_id", "request_ts", "response_ts",
+                  F.col("resp_member_epoch").alias("generation_id"),
+                  F.col("resp_member_id").alias("member_id"),
+                  F.col("resp_assignment").alias("assignment")))
     delivered = F.when(F.col("assignment").isNotNull(), F.col("response_ts"))
     return (hb.where(F.col("generation_id") > 0)
             .groupBy("group_id", "generation_id")
@@ -126,7 +113,7 @@ def kip848_generations(exchanges: DataFrame) -> DataFrame:
 
 def rebalances(exchanges: DataFrame) -> DataFrame:
     """The rebalance timeline: one row per group generation, with reason, errors and membership change."""
-    gx = group_exchanges(exchanges).cache()
+    gx = group_exchanges(exchanges)
     cols = ["group_id", "generation_id", "start_ts", "end_ts", "protocol", "members", "member_client_ids",
             "join_reason"]
     gens = classic_generations(gx).select(*cols).unionByName(kip848_generations(gx).select(*cols))
@@ -137,8 +124,7 @@ def rebalances(exchanges: DataFrame) -> DataFrame:
     errs = (gx.where(frames.failed()).select("group_id", ts.alias("ts"), "error_name"))
     leaves = (gx.where(F.col("api_key") == frames.LEAVE_GROUP)
               .select("group_id", F.col("request_ts").alias("ts"),
-                      F.coalesce(_json("$.reason"),
-                                 F.from_json("request", LEAVE_MEMBERS)["members"][0]["reason"]).alias("reason"))
+                      F.coalesce(F.col("req_reason"), F.col("req_members")[0]["reason"]).alias("reason"))
               .where(F.col("reason").isNotNull()))
     in_span = ((F.col("e.group_id") == F.col("g.group_id"))
                & (F.col("e.ts") <= F.col("g.end_ts"))
@@ -183,17 +169,16 @@ def group_members(exchanges: DataFrame, partitions: DataFrame | None = None) -> 
     members = (joins(gx).where(F.col("generation_id").isNotNull())
                .groupBy("group_id", "generation_id", "member_id").agg(F.max("client_id").alias("client_id")))
     sync = (gx.where((F.col("api_key") == frames.SYNC_GROUP) & (F.col("error_code") == 0))
-            .select("group_id", _json("$.generation_id").cast("int").alias("generation_id"),
-                    _json("$.member_id").alias("member_id"), "response_ts",
-                    _partition_names(F.from_json("response", SYNC_ASSIGNMENT)["assignment"]["assigned_partitions"])
-                    .alias("assigned_partitions")))
+            .select("group_id", F.col("req_generation_id").alias("generation_id"),
+                    F.col("req_member_id").alias("member_id"), "response_ts",
+                    _partition_names(F.col("resp_assignment")["assigned_partitions"]).alias("assigned_partitions")))
     latest = (sync.groupBy("group_id", "generation_id", "member_id")
               .agg(F.max_by("assigned_partitions", "response_ts").alias("assigned_partitions")))
     classic = members.join(latest, ["group_id", "generation_id", "member_id"], "left")
     hb = (gx.where((F.col("api_key") == frames.CONSUMER_GROUP_HEARTBEAT) & (F.col("error_code") == 0))
-          .select("group_id", _json("$.member_epoch", "response").cast("int").alias("generation_id"),
-                  _json("$.member_id", "response").alias("member_id"), "client_id", "response_ts",
-                  F.from_json("response", CGH_ASSIGNMENT)["assignment"]["topic_partitions"].alias("parts"))
+          .select("group_id", F.col("resp_member_epoch").alias("generation_id"),
+                  F.col("resp_member_id").alias("member_id"), "client_id", "response_ts",
+                  F.col("resp_assignment")["topic_partitions"].alias("parts"))
           .where(F.col("generation_id") > 0))
     if partitions is not None:  # KIP-848 assignments name topics by id
         named = F.transform("parts", lambda t: t.withField(
@@ -216,8 +201,8 @@ def offset_commits(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
                    F.col("offset").alias("committed_offset"), "ts"))
     resp = (partitions.where(commit & (F.col("direction") == "response"))
             .select(*frames.KEYS, frames.topic().alias("topic"), "partition", "error_name"))
-    who = (exchanges.where(commit)
-           .select(*frames.KEYS, _json("$.group_id").alias("group_id"), "client_id"))
+    who = (facts.typed(exchanges).where(commit)
+           .select(*frames.KEYS, F.col("req_group_id").alias("group_id"), "client_id"))
     return (req.join(resp, [*frames.KEYS, "topic", "partition"], "left").join(who, frames.KEYS, "left")
             .select("group_id", "topic", "partition", "committed_offset", "ts", "client_id", "api_name",
                     "error_name", (F.col("error_name") == "NONE").alias("accepted")))
@@ -225,10 +210,11 @@ def offset_commits(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
     return {
-        "rebalances": rebalances(ds.exchanges).orderBy("group_id", "start_ts"),
-        "group_members": group_members(ds.exchanges, ds.partitions).orderBy("group_id", "generation_id", "client_id"),
-        "offset_commits": offset_commits(ds.exchanges, ds.partitions).orderBy("group_id", "topic", "partition",
-                                                                                "ts"),
+        "rebalances": frames.ordered(rebalances(ds.exchanges), "group_id", "start_ts"),
+        "group_members": frames.ordered(group_members(ds.exchanges, ds.partitions), "group_id", "generation_id",
+                                        "client_id"),
+        "offset_commits": frames.ordered(offset_commits(ds.exchanges, ds.partitions), "group_id", "topic",
+                                         "partition", "ts"),
     }
 
 

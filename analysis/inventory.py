@@ -24,15 +24,12 @@ from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, IntegerType, StructField, StructType
 
-from analysis import frames, runner
+from analysis import facts, frames, runner
 from analysis.dataset import Dataset
 from analysis.options import Options
 
 CONNECTION = ["capture", "connection"]
-OFFERED = StructType([StructField("api_keys", ArrayType(StructType([
-    StructField("api_key", IntegerType()), StructField("max_version", IntegerType())])))])
 
 
 def summary(exchanges: DataFrame, anomalies: DataFrame) -> DataFrame:
@@ -66,9 +63,9 @@ def with_connection_client(exchanges: DataFrame) -> DataFrame:
 
 def client_software(exchanges: DataFrame) -> DataFrame:
     """(capture, connection, name, version) from ApiVersions v3+ requests."""
-    name = F.get_json_object("request", "$.client_software_name")
-    version = F.get_json_object("request", "$.client_software_version")
-    return (exchanges.where((F.col("api_key") == frames.API_VERSIONS) & name.isNotNull())
+    name = F.col("req_client_software_name")
+    version = F.col("req_client_software_version")
+    return (facts.typed(exchanges).where((F.col("api_key") == frames.API_VERSIONS) & name.isNotNull())
             .groupBy(*CONNECTION).agg(F.max(name).alias("client_software_name"),
                                       F.max(version).alias("client_software_version")))
 
@@ -92,8 +89,8 @@ def clients(exchanges: DataFrame) -> DataFrame:
 
 def broker_offers(exchanges: DataFrame) -> DataFrame:
     """(capture, connection, api_key, broker_max_version) from ApiVersions responses."""
-    return (exchanges.where((F.col("api_key") == frames.API_VERSIONS) & F.col("response").isNotNull())
-            .select(*CONNECTION, F.explode(F.from_json("response", OFFERED)["api_keys"]).alias("k"))
+    return (facts.typed(exchanges).where((F.col("api_key") == frames.API_VERSIONS) & F.col("has_response"))
+            .select(*CONNECTION, F.explode("resp_api_keys").alias("k"))
             .groupBy(*CONNECTION, F.col("k.api_key").alias("api_key"))
             .agg(F.max("k.max_version").alias("broker_max_version")))
 
@@ -118,10 +115,10 @@ def anomalies_by_kind(anomalies: DataFrame) -> DataFrame:
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
     return {
         "summary": summary(ds.exchanges, ds.anomalies),
-        "clients": clients(ds.exchanges).orderBy(F.col("exchanges").desc(), "client_id"),
-        "api_versions": api_versions(ds.exchanges).orderBy(F.col("outdated").desc_nulls_last(), "client_id",
-                                                           "api_key", "api_version"),
-        "anomalies_by_kind": anomalies_by_kind(ds.anomalies).orderBy(F.col("count").desc(), "kind"),
+        "clients": frames.ordered(clients(ds.exchanges), F.col("exchanges").desc(), "client_id"),
+        "api_versions": frames.ordered(api_versions(ds.exchanges), F.col("outdated").desc_nulls_last(), "client_id",
+                                       "api_key", "api_version"),
+        "anomalies_by_kind": frames.ordered(anomalies_by_kind(ds.anomalies), F.col("count").desc(), "kind"),
     }
 
 

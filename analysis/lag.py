@@ -32,19 +32,14 @@ from collections.abc import Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
 
-from analysis import frames, runner
+from analysis import facts, frames, runner
 from analysis.dataset import Dataset
 from analysis.latency import ACCURACY
 from analysis.options import Options
 
 TP = ["topic", "partition"]
 LATEST = -1  # ListOffsets timestamp asking for the log end (high watermark)
-LIST_OFFSETS_QUERY = StructType([StructField("topics", ArrayType(StructType([
-    StructField("name", StringType()),
-    StructField("partitions", ArrayType(StructType([
-        StructField("partition_index", IntegerType()), StructField("timestamp", LongType())])))])))])
 
 LAG = ["group_id", "client_id", "topic", "partition", "committed_offset", "committed_ts", "fetch_position",
        "fetch_ts", "high_watermark", "high_watermark_ts", "lag", "lag_from"]
@@ -57,8 +52,8 @@ def commits(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
            .select(*frames.KEYS, frames.topic().alias("topic"), "partition", F.col("offset").alias("off"), "ts"))
     resp = (partitions.where(commit & (F.col("direction") == "response") & (F.col("error_code") == 0))
             .select(*frames.KEYS, frames.topic().alias("topic"), "partition"))
-    who = exchanges.where(commit).select(*frames.KEYS, F.get_json_object("request", "$.group_id").alias("group_id"),
-                                         "client_id")
+    who = facts.typed(exchanges).where(commit).select(*frames.KEYS, F.col("req_group_id").alias("group_id"),
+                                                      "client_id")
     return (req.join(resp, [*frames.KEYS, *TP]).join(who, frames.KEYS)
             .where(F.col("off") >= 0)
             .groupBy("group_id", *TP)
@@ -68,9 +63,8 @@ def commits(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
 
 def positions(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
     """(client_id, topic, partition) -> latest fetch_offset of consumer Fetch requests, and when."""
-    fetches = exchanges.where(F.col("api_key") == frames.FETCH)
-    replica = F.coalesce(F.get_json_object("request", "$.replica_id").cast("int"),
-                         F.get_json_object("request", "$.replica_state.replica_id").cast("int"), F.lit(-1))
+    fetches = facts.typed(exchanges).where(F.col("api_key") == frames.FETCH)
+    replica = F.coalesce(F.col("req_replica_id"), F.lit(-1))
     consumers = fetches.where(replica < 0).select(*frames.KEYS, "client_id")
     req = (partitions.where((F.col("api_key") == frames.FETCH) & (F.col("direction") == "request"))
            .select(*frames.KEYS, frames.topic().alias("topic"), "partition", "offset", "ts"))
@@ -84,8 +78,8 @@ def high_watermarks(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
     fetch = (partitions.where((F.col("api_key") == frames.FETCH) & (F.col("direction") == "response")
                               & (F.col("high_watermark") >= 0))
              .select(frames.topic().alias("topic"), "partition", F.col("high_watermark").alias("hw"), "ts"))
-    asked = (exchanges.where((F.col("api_key") == frames.LIST_OFFSETS) & F.col("request").isNotNull())
-             .select(*frames.KEYS, F.explode(F.from_json("request", LIST_OFFSETS_QUERY)["topics"]).alias("t"))
+    asked = (facts.typed(exchanges).where((F.col("api_key") == frames.LIST_OFFSETS) & F.col("has_request"))
+             .select(*frames.KEYS, F.explode("req_offset_queries").alias("t"))
              .select(*frames.KEYS, F.col("t.name").alias("topic"), F.explode("t.partitions").alias("p"))
              .where(F.col("p.timestamp") == LATEST)
              .select(*frames.KEYS, "topic", F.col("p.partition_index").alias("partition")))
@@ -102,8 +96,8 @@ def group_of_client(exchanges: DataFrame) -> DataFrame:
     """(client_id, group_id) for clients that joined or committed for a group."""
     apis = (frames.JOIN_GROUP, frames.SYNC_GROUP, frames.HEARTBEAT, frames.OFFSET_COMMIT,
             frames.CONSUMER_GROUP_HEARTBEAT)
-    return (exchanges.where(F.col("api_key").isin(*apis) & F.col("client_id").isNotNull())
-            .select("client_id", F.get_json_object("request", "$.group_id").alias("group_id"))
+    return (facts.typed(exchanges).where(F.col("api_key").isin(*apis) & F.col("client_id").isNotNull())
+            .select("client_id", F.col("req_group_id").alias("group_id"))
             .where(F.col("group_id").isNotNull() & (F.col("group_id") != "")).distinct())
 
 
@@ -156,10 +150,10 @@ def produce_to_fetch(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
     return {
-        "consumer_lag": consumer_lag(ds.exchanges, ds.partitions).orderBy(F.col("lag").desc_nulls_last(),
-                                                                         "group_id", "topic", "partition"),
-        "produce_to_fetch": produce_to_fetch(ds.exchanges, ds.partitions).orderBy(F.col("p50_ms").desc(),
-                                                                                  "topic", "partition"),
+        "consumer_lag": frames.ordered(consumer_lag(ds.exchanges, ds.partitions), F.col("lag").desc_nulls_last(),
+                                       "group_id", "topic", "partition"),
+        "produce_to_fetch": frames.ordered(produce_to_fetch(ds.exchanges, ds.partitions), F.col("p50_ms").desc(),
+                                           "topic", "partition"),
     }
 
 

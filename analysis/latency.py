@@ -29,8 +29,9 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from analysis import frames, runner
+from analysis import facts, frames, runner
 from analysis.dataset import Dataset
+from analysis.frames import ordered
 from analysis.options import Options
 
 QUANTILES = (0.5, 0.9, 0.99, 0.999)
@@ -44,6 +45,11 @@ SIZE_BUCKETS = ((0, "< 1 KiB"), (1 << 10, "1-16 KiB"), (16 << 10, "16-256 KiB"),
                 (1 << 20, ">= 1 MiB"))
 
 
+# What the latency tables read of an exchange (the body fields aside): kept narrow, it is cached.
+LATENCY_COLUMNS = ["capture", "connection", "correlation_id", "client_id", "broker_ip", "broker_port", "api_key",
+                   "api_name", "api_version", "request_ts", "latency_ms", "request_bytes"]
+
+
 def fetched_records(partitions: DataFrame) -> DataFrame:
     """(keys, records): records carried by each Fetch response."""
     return (partitions.where((F.col("api_key") == frames.FETCH) & (F.col("direction") == "response"))
@@ -53,9 +59,10 @@ def fetched_records(partitions: DataFrame) -> DataFrame:
 def classified(exchanges: DataFrame, partitions: DataFrame, idle_fraction: float = 0.9) -> DataFrame:
     """Exchanges with a latency, plus ``idle`` (a Fetch long-poll that returned nothing) and ``max_wait_ms``."""
     fetch = F.col("api_key") == frames.FETCH
-    max_wait = F.when(fetch, F.get_json_object("request", "$.max_wait_ms").cast("double"))
-    answered = (exchanges.where(F.col("latency_ms").isNotNull() & (F.col("status") != "no_response_expected"))
-                .drop("max_wait_ms").withColumn("max_wait_ms", max_wait))
+    max_wait = F.when(fetch, F.col("req_max_wait_ms").cast("double"))
+    answered = (facts.typed(exchanges)
+                .where(F.col("latency_ms").isNotNull() & (F.col("status") != "no_response_expected"))
+                .select(*LATENCY_COLUMNS, max_wait.alias("max_wait_ms")))
     with_records = answered.join(fetched_records(partitions), frames.KEYS, "left")
     idle = (fetch & (F.coalesce(F.col("records"), F.lit(0)) == 0) & (F.col("max_wait_ms") > 0)
             & (F.col("latency_ms") >= F.col("max_wait_ms") * idle_fraction))
@@ -67,9 +74,17 @@ def timed(classified_exchanges: DataFrame) -> DataFrame:
     return classified_exchanges.where(~F.col("idle"))
 
 
+def mean(value: str) -> Column:
+    """The mean of a latency column, the same whatever order Spark adds the rows in: a double sum depends on
+    it (the same table from another plan, partitioning or server differed in its last digits), a decimal
+    sum does not. Sixteen decimals keep every digit a double latency has (and a mean to twenty), so the
+    result is the double sum's up to its rounding; the fourteen integer digits hold millennia of ms."""
+    return F.avg(F.col(value).cast("decimal(30,16)")).cast("double")
+
+
 def stats(value: str = "latency_ms") -> list[Column]:
     q = F.percentile_approx(value, list(QUANTILES), ACCURACY)
-    return [F.count(F.lit(1)).alias("count"), F.avg(value).alias("mean_ms"),
+    return [F.count(F.lit(1)).alias("count"), mean(value).alias("mean_ms"),
             q[0].alias("p50_ms"), q[1].alias("p90_ms"), q[2].alias("p99_ms"), q[3].alias("p999_ms"),
             F.max(value).alias("max_ms")]
 
@@ -155,25 +170,25 @@ def idle_fetches(classified_exchanges: DataFrame) -> DataFrame:
     """Per consumer and broker: Fetch long-polls that returned nothing, and how long they waited."""
     return (classified_exchanges.where(F.col("idle"))
             .groupBy("client_id", frames.broker().alias("broker"))
-            .agg(F.count(F.lit(1)).alias("count"), F.avg("latency_ms").alias("mean_ms"),
+            .agg(F.count(F.lit(1)).alias("count"), mean("latency_ms").alias("mean_ms"),
                  F.max("max_wait_ms").alias("max_wait_ms")))
 
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
-    rows = classified(ds.exchanges, ds.partitions, opts.idle_fraction).drop("request", "response").cache()
+    rows = ds.keep(classified(ds.exchanges, ds.partitions, opts.idle_fraction))
     busy = timed(rows)
-    windows = over_time(busy, opts.window).cache()
+    windows = ds.keep(over_time(busy, opts.window))
     worst = F.col("p99_ms").desc_nulls_last()
     return {
-        "latency_by_api": by_api(busy).orderBy(worst, "api_name"),
-        "latency_by_client": by_client(busy).orderBy(worst),
-        "latency_by_broker": by_broker(busy).orderBy(worst),
-        "latency_by_topic": by_topic(busy, ds.partitions).orderBy(worst),
-        "latency_over_time": windows.orderBy("window_start", "api_name"),
-        "latency_histogram": histogram(busy).orderBy("api_name", "bucket_low_ms"),
-        "latency_spikes": spikes(windows, opts.spike_factor, opts.spike_min_count).orderBy(F.col("ratio").desc()),
-        "latency_by_size": by_size(busy).orderBy("size_low_bytes"),
-        "idle_fetches": idle_fetches(rows).orderBy(F.col("count").desc()),
+        "latency_by_api": ordered(by_api(busy), worst, "api_name"),
+        "latency_by_client": ordered(by_client(busy), worst),
+        "latency_by_broker": ordered(by_broker(busy), worst),
+        "latency_by_topic": ordered(by_topic(busy, ds.partitions), worst),
+        "latency_over_time": ordered(windows, "window_start", "api_name"),
+        "latency_histogram": ordered(histogram(busy), "api_name", "bucket_low_ms"),
+        "latency_spikes": ordered(spikes(windows, opts.spike_factor, opts.spike_min_count), F.col("ratio").desc()),
+        "latency_by_size": ordered(by_size(busy), "size_low_bytes"),
+        "idle_fetches": ordered(idle_fetches(rows), F.col("count").desc()),
     }
 
 

@@ -24,20 +24,13 @@ from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
-from analysis import frames, runner
+from analysis import facts, frames, runner
 from analysis.dataset import Dataset
 from analysis.options import Options
 
-BATCHES = StructType([
-    StructField("transactional_id", StringType()),
-    StructField("topic_data", ArrayType(StructType([
-        StructField("partition_data", ArrayType(StructType([
-            StructField("records", StructType([
-                StructField("batch_count", LongType()), StructField("record_count", LongType()),
-                StructField("producer_id", LongType()), StructField("producer_epoch", IntegerType()),
-                StructField("transactional", BooleanType())]))])))])))])
+# What this job reads of a batch's records summary.
+BATCH = ["batch_count", "record_count", "producer_id", "producer_epoch", "transactional"]
 
 PRODUCERS = ["client_id", "producer_id", "producer_epoch", "transactional_id", "idempotent", "transactional",
              "transactions_begun", "transactions_committed", "transactions_aborted", "requests", "batches", "records",
@@ -46,32 +39,28 @@ PRODUCERS = ["client_id", "producer_id", "producer_epoch", "transactional_id", "
 
 def batches(exchanges: DataFrame) -> DataFrame:
     """One row per partition entry of each Produce request: producer id/epoch, batches and records."""
-    body = F.from_json("request", BATCHES)
-    return (exchanges.where((F.col("api_key") == frames.PRODUCE) & F.col("request").isNotNull())
-            .select(*frames.KEYS, "client_id", body["transactional_id"].alias("transactional_id"),
-                    F.explode(F.flatten(F.transform(body["topic_data"], lambda t: t["partition_data"])))
+    return (facts.typed(exchanges).where((F.col("api_key") == frames.PRODUCE) & F.col("has_request"))
+            .select(*frames.KEYS, "client_id", F.col("req_transactional_id").alias("transactional_id"),
+                    F.explode(F.flatten(F.transform("req_topic_data", lambda t: t["partition_data"])))
                     .alias("p"))
-            .select(*frames.KEYS, "client_id", "transactional_id", "p.records.*")
+            .select(*frames.KEYS, "client_id", "transactional_id", *[F.col(f"p.records.{c}").alias(c) for c in BATCH])
             .where(F.col("batch_count") > 0))
 
 
 def transactions(exchanges: DataFrame) -> DataFrame:
     """Per transactional id: transactions begun, committed and aborted."""
     tx_apis = (frames.ADD_PARTITIONS_TO_TXN, frames.ADD_OFFSETS_TO_TXN, frames.END_TXN)
-    tid = F.coalesce(F.get_json_object("request", "$.transactional_id"),
-                     F.get_json_object("request", "$.v3_and_below_transactional_id"),
-                     F.get_json_object("request", "$.transactions[0].transactional_id"))
-    ev = (exchanges.where(F.col("api_key").isin(*tx_apis) & F.col("request_ts").isNotNull())
-          .select(tid.alias("transactional_id"), "api_key", "request_ts", "error_code",
-                  F.get_json_object("request", "$.committed").alias("committed")))
+    ev = (facts.typed(exchanges).where(F.col("api_key").isin(*tx_apis) & F.col("request_ts").isNotNull())
+          .select(F.col("req_transactional_id").alias("transactional_id"), "api_key", "request_ts", "error_code",
+                  F.col("req_committed").alias("committed")))
     prev = F.lag("api_key").over(Window.partitionBy("transactional_id").orderBy("request_ts"))
     ev = ev.withColumn("begins", (F.col("api_key") != frames.END_TXN)
                        & (prev.isNull() | (prev == frames.END_TXN)))
     ended = (F.col("api_key") == frames.END_TXN) & (F.col("error_code") == 0)
     return (ev.groupBy("transactional_id")
             .agg(F.sum(F.col("begins").cast("long")).alias("transactions_begun"),
-                 F.sum((ended & (F.col("committed") == "true")).cast("long")).alias("transactions_committed"),
-                 F.sum((ended & (F.col("committed") == "false")).cast("long")).alias("transactions_aborted")))
+                 F.sum((ended & F.col("committed")).cast("long")).alias("transactions_committed"),
+                 F.sum((ended & ~F.col("committed")).cast("long")).alias("transactions_aborted")))
 
 
 def producers(exchanges: DataFrame) -> DataFrame:
@@ -92,7 +81,7 @@ def producers(exchanges: DataFrame) -> DataFrame:
 
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
-    return {"producers": producers(ds.exchanges).orderBy(F.col("records").desc(), "client_id")}
+    return {"producers": frames.ordered(producers(ds.exchanges), F.col("records").desc(), "client_id")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

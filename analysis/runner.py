@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import os
+import re
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from analysis.exceptions import AnalysisError, UsageError
@@ -43,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser, *, report: bool) -> None:
                    help="directories written by `kdissect decode` (several are read as one)")
     p.add_argument("--master", help="Spark master, e.g. local[2] or spark://host:7077 (default: local[*], "
                                     "or spark-submit's)")
+    p.add_argument("--remote", metavar="sc://HOST:PORT",
+                   help="run on a Spark Connect server that is already up (kdissect spark-server start): no JVM "
+                        "to start, answers in seconds (default: $KDISSECT_SPARK_REMOTE)")
     p.add_argument("--since", type=parse_time, metavar="T", help="only traffic at or after T (ISO-8601, UTC)")
     p.add_argument("--until", type=parse_time, metavar="T", help="only traffic before T (ISO-8601, UTC)")
     p.add_argument("--window", metavar="INTERVAL",
@@ -59,6 +66,8 @@ def add_arguments(p: argparse.ArgumentParser, *, report: bool) -> None:
                    help="a findings threshold, e.g. producer.tiny_batches.min_requests_per_s=50, or "
                         "RULE.enabled=false; repeatable (README: the rules table)")
     p.add_argument("--rules", metavar="FILE.toml", help="findings thresholds from a TOML file, one table per rule")
+    p.add_argument("--profile", action="store_true",
+                   help="print on stderr where the time went (Spark start, reading, each table) and the Spark jobs run")
 
 
 def spark_conf(pairs: Sequence[str]) -> dict[str, str]:
@@ -85,42 +94,243 @@ def job_tables(name: str) -> Tables:
     return importlib.import_module(f"analysis.{name}").tables
 
 
-def compute(spark: Any, args: argparse.Namespace, jobs: Sequence[str]) -> dict[str, Any]:
-    """Every table of ``jobs`` as lazy DataFrames over the datasets named in ``args``."""
+# Spark interval units a window may be given in (months and years are not a fixed length).
+_UNITS = {"microsecond": 1e-6, "millisecond": 1e-3, "second": 1, "minute": 60, "hour": 3600, "day": 86400,
+          "week": 604800}
+_INTERVAL = re.compile(r"\s*(?:interval\s+)?((?:[+-]?\d+(?:\.\d+)?\s*[a-z]+\s*)+)", re.IGNORECASE)
+
+
+def check_window(text: str) -> float:
+    """The length in seconds of a ``--window`` interval ('10 seconds', '1 minute 30 seconds'); AnalysisError
+    unless Spark's window() takes it."""
+    match = _INTERVAL.fullmatch(text)
+    total = 0.0
+    for number, unit in re.findall(r"([+-]?\d+(?:\.\d+)?)\s*([a-z]+)", match.group(1) if match else "", re.I):
+        unit = unit.lower().removesuffix("s")
+        if unit not in _UNITS:
+            match = None
+            break
+        total += float(number) * _UNITS[unit]
+    if match is None:
+        raise AnalysisError(f"--window {text!r}: expected an interval such as '10 seconds', '5 minutes' or "
+                            "'1 hour' (units: " + ", ".join(_UNITS) + ")")
+    if total <= 0:
+        raise AnalysisError(f"--window {text!r}: the window must be longer than 0")
+    return total
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the arguments give once checked (before Spark starts): Spark settings and the rules' thresholds."""
+
+    conf: dict[str, str]
+    findings: Any
+
+
+def check_arguments(args: argparse.Namespace) -> Checked:
+    """Everything in the arguments that can be wrong without Spark, checked before it starts: ``--set`` and
+    ``--rules``, ``--conf``, ``--window``, ``--since``/``--until``, ``--limit`` and where results go.
+    AnalysisError (one line) for the first problem."""
+    cfg = findings_config(args)
+    conf = spark_conf(getattr(args, "conf", None) or [])
+    if getattr(args, "window", None) is not None:
+        check_window(args.window)
+    since, until = getattr(args, "since", None), getattr(args, "until", None)
+    if since is not None and until is not None and since >= until:
+        raise UsageError(f"--since {since.isoformat()} is not before --until {until.isoformat()}: "
+                         "no exchanges in the time range given")
+    if getattr(args, "limit", 0) < 0:
+        raise UsageError(f"--limit {args.limit}: expected 0 or more rows")
+    for option in ("report", "json"):
+        path = getattr(args, option, None)
+        if path:
+            parent = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(parent):
+                raise UsageError(f"{path}: directory {parent} does not exist")
+            if os.path.isdir(path):
+                raise UsageError(f"--{option} {path}: is a directory, expected a file name")
+    out = getattr(args, "out", None)
+    if out:
+        parent = os.path.dirname(os.path.abspath(out))
+        if os.path.exists(out) and not os.path.isdir(out):
+            raise UsageError(f"--out {out}: is a file, expected a directory")
+        if not os.path.isdir(parent):
+            raise UsageError(f"--out {out}: directory {parent} does not exist")
+    return Checked(conf, cfg)
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """A table computed as several smaller queries, collected side by side and put together on the driver
+    by ``merge`` (the findings: one query per rule, where their union was one very wide plan)."""
+
+    frames: Mapping[str, Any]
+    merge: Callable[[list[pa.Table]], pa.Table]
+
+
+@dataclass
+class Stats:
+    """Where a run's time went (seconds from its start), and how many Spark jobs it ran."""
+
+    phases: list[tuple[str, float, float]] = field(default_factory=list)   # (what, start, end)
+    jobs: int | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    def mark(self, what: str, start: float) -> None:
+        self.phases.append((what, start - self.started, time.monotonic() - self.started))
+
+    def report(self) -> str:
+        lines = [f"{what:34} {a:7.2f} s -> {b:7.2f} s  ({b - a:6.2f} s)" for what, a, b in self.phases]
+        if self.jobs is not None:
+            lines.append(f"Spark jobs: {self.jobs}")
+        return "\n".join(lines)
+
+
+def workers(spark: Any) -> int:
+    """Threads submitting queries at once: enough to keep every core busy while the driver plans the
+    next query (planning is single-threaded), few enough not to queue memory-hungry stages."""
+    from analysis import session
+    cores = (os.cpu_count() or 2) if session.is_remote(spark) else max(1, spark.sparkContext.defaultParallelism)
+    return max(2, min(8, 2 * cores))
+
+
+def prepare(spark: Any, args: argparse.Namespace, findings: Any = None, stats: Stats | None = None) -> Any:
+    """The datasets read and cut to the time range, exchanges parsed into facts and kept, the window chosen:
+    ``(dataset, options)``. One Spark job reads and parses everything and gives the capture's span."""
     from pyspark.sql import functions as F
 
     from analysis import dataset, session
 
+    t0 = time.monotonic()
     ds = dataset.cached(dataset.load(spark, args.datasets, args.since, args.until))
     session.size_shuffle(spark, ds.input_bytes, user_set="spark.sql.shuffle.partitions" in spark_conf(args.conf))
+    ts = F.coalesce("request_ts", "response_ts")
+    span = ds.exchanges.agg(F.min(ts).alias("a"), F.max(ts).alias("b")).first()
+    if stats:
+        stats.mark("read + parse + cache exchanges", t0)
     window = args.window
     if window is None:
-        span = ds.exchanges.agg(F.min(F.coalesce("request_ts", "response_ts")).alias("a"),
-                                F.max(F.coalesce("request_ts", "response_ts")).alias("b")).first()
         if span is None or span["a"] is None:
+            ds.release()
             raise UsageError("no exchanges in the time range given (--since/--until)")
         window = window_for((span["b"] - span["a"]).total_seconds())
-    opts = Options(window=window, findings=findings_config(args))
-    tables: dict[str, Any] = {}
+    return ds, Options(window=window, findings=findings if findings is not None else findings_config(args))
+
+
+def analyze(spark: Any, args: argparse.Namespace, jobs: Sequence[str],
+            progress: Callable[[int, int, str], None] | None = None, findings: Any = None,
+            stats: Stats | None = None) -> Results:
+    """Every table of ``jobs`` over the datasets named in ``args``, collected (small, aggregated tables only).
+
+    The jobs' tables are independent queries over the same kept facts: several threads build and
+    collect them at once (each in its own FAIR pool locally). Whatever was kept for the run is released
+    at the end, so a long-running Spark Connect server does not keep it.
+    """
+    import threading
+    from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+    from analysis import session
+
+    running = spark if isinstance(spark, session.Spark) else session.Spark(spark)
+    spark = running.session
+    stats = stats or Stats()
+    group = f"kdissect-{os.getpid()}-{id(stats):x}"
+    session.in_thread(spark, "kdissect-main", group)()
+    try:
+        ds, opts = prepare(spark, args, findings, stats)
+    except Exception:
+        running.check_alive()
+        raise
+    built: dict[str, dict[str, Any]] = {}
+    pieces: dict[tuple[str, str | None], Any] = {}
+    local = threading.local()
+    count = itertools.count()
+
+    def task(fn: Callable[..., Any], *a: Any) -> Any:
+        if not getattr(local, "ready", False):
+            session.in_thread(spark, f"kdissect-{next(count)}", group)()
+            local.ready = True
+        return fn(*a)
+
+    def build(job: str) -> dict[str, Any]:
+        t0 = time.monotonic()
+        out = job_tables(job)(ds, opts)
+        stats.mark(f"plan {job}", t0)
+        return out
+
+    def fetch(label: str, df: Any) -> pa.Table:
+        t0 = time.monotonic()
+        out = collect(df)
+        stats.mark(f"  {label}", t0)
+        return out
+
+    t0 = time.monotonic()
+    pool = ThreadPoolExecutor(max_workers=workers(spark), thread_name_prefix="kdissect-analysis")
+    pending: dict[Future, tuple[str, Any]] = {pool.submit(task, build, job): ("build", job) for job in jobs}
+    total = done = 0
+    try:
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                kind, key = pending.pop(future)
+                result = future.result()
+                if kind == "build":
+                    built[key] = result
+                    for name, value in result.items():
+                        parts = value.frames.items() if isinstance(value, Pieces) else [(None, value)]
+                        for part, df in parts:
+                            total += 1
+                            label = name if part is None else f"{name}: {part}"
+                            pending[pool.submit(task, fetch, label, df)] = ("collect", (name, part))
+                else:
+                    pieces[key] = result
+                    done += 1
+                    if progress:
+                        progress(done, total, key[0])
+    except BaseException:
+        for future in pending:
+            future.cancel()
+        running.check_alive()
+        session.cancel(spark, group)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        if not running.died():
+            stats.jobs = running.jobs(group)
+            ds.release()
+    stats.mark("all tables", t0)
+    out: Results = {}
     for job in jobs:
-        tables.update(job_tables(job)(ds, opts))
-    return tables
+        for name, value in built[job].items():
+            if isinstance(value, Pieces):
+                out[name] = value.merge([pieces[(name, part)] for part in value.frames])
+            else:
+                out[name] = pieces[(name, None)]
+    if progress:
+        progress(len(out), len(out), "")
+    return out
 
 
 def collect(df: Any) -> pa.Table:
     """A small result table to the driver, as Arrow (timestamps stay UTC)."""
+    from analysis.session import is_remote
+    if is_remote(df.sparkSession):
+        return _collect_remote(df)
     return df.toArrow()
 
 
-def collect_all(tables: Mapping[str, Any], progress: Callable[[int, int, str], None] | None = None) -> Results:
-    out: Results = {}
-    for i, (name, df) in enumerate(tables.items()):
-        if progress:
-            progress(i, len(tables), name)
-        out[name] = collect(df)
-    if progress:
-        progress(len(tables), len(tables), "")
-    return out
+def _collect_remote(df: Any) -> pa.Table:
+    """``df.toArrow()`` of a Spark Connect frame in one round trip: the results carry their schema, where
+    ``toArrow`` first asks the server for it (a second analysis of the query)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    try:
+        client = df._session.client
+        table, schema, _ = client.to_table(df._plan.to_proto(client), df._plan.observations)
+    except AttributeError:  # another pyspark's Connect client: the public way
+        return df.toArrow()
+    arrow = to_arrow_schema(schema if schema is not None else df.schema,
+                            error_on_duplicated_field_names_in_struct=True, timezone="UTC")
+    return table.cast(arrow)
 
 
 def _json_value(value: Any) -> Any:
@@ -245,24 +455,31 @@ def run_job(job: str, tables: Tables, argv: Sequence[str] | None = None, out: Te
     args = p.parse_args(argv)
     out = out or sys.stdout
     from analysis.dataset import check_paths
-    from analysis.session import build_session
+    from analysis.session import Spark, remote_url, start
 
     try:
-        check_paths(args.datasets)
-        session = spark or build_session(f"kdissect-{job}", args.master, spark_conf(args.conf))
+        checked = check_arguments(args)
+        size = check_paths(args.datasets)
+        stats = Stats()
+        t0 = time.monotonic()
+        running = Spark(spark) if spark is not None else start(f"kdissect-{job}", args.master, checked.conf,
+                                                                remote_url(args.remote), size)
+        stats.mark("Spark session", t0)
         try:
             progress = Progress(sys.stderr, f"analysis {job}")
             try:
-                results = collect_all(compute(session, args, [job]), progress)
+                results = analyze(running, args, [job], progress, checked.findings, stats)
             finally:
                 progress.clear()
+            if args.profile:
+                print(stats.report(), file=sys.stderr)
             print_tables(results, [(name, f"{job}: {name}", None) for name in results], args.limit, out)
             if args.out:
                 write_out(args.out, results, args.format)
                 print(f"\nwrote {len(results)} tables ({args.format}) under {args.out}", file=out)
         finally:
             if spark is None:
-                session.stop()
+                running.stop()
     except AnalysisError as exc:
         print(f"analysis {job}: {exc}", file=sys.stderr)
         return exc.exit_code

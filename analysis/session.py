@@ -1,7 +1,15 @@
-"""Building a SparkSession that suits both a laptop and a cluster, and checking Java first.
+"""Building a SparkSession that suits a laptop, a cluster or a Spark Connect server, and saying in one
+line why one cannot start.
 
-Spark 4 runs on Java 17 or newer. Without it pyspark dies with a long Java
-gateway traceback, so :func:`check_java` says what to install in one line.
+Spark 4 runs on Java 17 or newer, and pyspark answers a missing Java, a master URL it cannot use or a
+master nobody listens on with pages of Java stack traces (or, for a standalone master that does not
+answer, a minute of retries first). Everything that can be checked before the JVM starts is checked
+here first: the master URL's form (:func:`check_master`), that something listens where it points
+(:func:`check_reachable`), and Java (:func:`check_java`); a start that still fails is one line too.
+
+Locally the session runs in UTC with its UI and console progress off, the FAIR scheduler (the analysis
+runs its independent tables side by side, :mod:`analysis.runner`) and Spark's logs quiet from the first
+line (``analysis/log4j2.properties``; ``KDISSECT_SPARK_LOG=WARN`` shows more).
 """
 
 from __future__ import annotations
@@ -9,23 +17,33 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
-from analysis.exceptions import SparkUnavailable
+from analysis import jvm
+from analysis.exceptions import AnalysisError, SparkUnavailable
 
 MIN_JAVA = 17
 INSTALL_JAVA = ("install a Java runtime (Debian/Ubuntu: apt-get install openjdk-17-jre-headless; "
                 "macOS: brew install openjdk@17) or point JAVA_HOME at one")
+REMOTE_ENV = "KDISSECT_SPARK_REMOTE"
+CONNECT_PORT = 15002  # Spark Connect's default port
 
 # Applied only when running locally: a laptop gains nothing from Spark's cluster-sized defaults.
 LOCAL_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    # The analysis submits independent tables from several threads (analysis.runner): share the cores.
+    "spark.scheduler.mode": "FAIR",
 }
 SHUFFLE_PARTITIONS_LOCAL = 4
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -67,6 +85,16 @@ def quiet_jvm_start() -> Iterator[None]:
         os.close(original)
 
 
+REACH_TIMEOUT_S = 3.0
+
+_LOCAL = re.compile(r"local(?:\[(?P<threads>\*|\d+)(?:,(?P<failures>\d+))?\])?")
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*\d+\s*,\s*\d+\s*,\s*\d+\s*\]")
+
+
+class BadMaster(AnalysisError):
+    """A master or remote URL that cannot work, found before Spark starts."""
+
+
 def java_command() -> str | None:
     home = os.environ.get("JAVA_HOME")
     if home:
@@ -100,18 +128,296 @@ def check_java() -> None:
         raise SparkUnavailable(f"Spark needs Java {MIN_JAVA} or newer, found {found} at {java}: {INSTALL_JAVA}")
 
 
-def build_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None):
-    """A session in UTC with quiet logs; ``master`` overrides spark-submit's or SPARK_MASTER.
+def _host_ports(master: str, scheme: str, default_port: int | None) -> list[tuple[str, int]]:
+    """(host, port) of each address in ``scheme://h1:p1,h2:p2`` (standalone HA lists several)."""
+    out = []
+    for part in master[len(scheme) + 3:].split("/")[0].split(";")[0].split(","):
+        split = urlsplit("//" + part)
+        try:
+            port = split.port if split.port is not None else default_port
+        except ValueError:
+            port = None
+        if not split.hostname or port is None:
+            want = "HOST:PORT" if default_port is None else "HOST[:PORT]"
+            raise BadMaster(f"invalid Spark master {master!r}: expected {scheme}://{want}")
+        out.append((split.hostname, port))
+    return out
+
+
+def check_master(master: str) -> list[tuple[str, int]]:
+    """The addresses a master URL points at (to check they answer); BadMaster if Spark cannot use it.
+
+    Local masters (``local``, ``local[N]``, ``local[*]``, ``local[N,F]``, ``local-cluster[...]``) are
+    checked for form; ``spark://`` and ``sc://`` give their addresses; others (``yarn``, ``k8s://``)
+    are Spark's to judge.
+    """
+    m = master.strip()
+    if m.startswith("local"):
+        match = _LOCAL.fullmatch(m)
+        if match:
+            threads = match.group("threads")
+            if threads not in (None, "*") and int(threads) < 1:
+                raise BadMaster(f"invalid Spark master {master!r}: local[N] needs at least 1 thread "
+                                "(local[*] uses every core)")
+            return []
+        if _LOCAL_CLUSTER.fullmatch(m):
+            return []
+        raise BadMaster(f"invalid Spark master {master!r}: expected local, local[N], local[*] or local[N,F]")
+    if m.startswith("spark://"):
+        return _host_ports(m, "spark", None)
+    if m.startswith("sc://"):
+        raise BadMaster(f"{master!r} is a Spark Connect URL: give it with --remote (or {REMOTE_ENV})")
+    if m in ("yarn",) or re.match(r"[a-z][a-z0-9+.-]*://", m):
+        return []
+    raise BadMaster(f"invalid Spark master {master!r}: expected local[*], local[N], spark://HOST:PORT, yarn or "
+                    "k8s://URL")
+
+
+def check_remote(url: str) -> tuple[str, int]:
+    """The address of a Spark Connect URL ``sc://HOST[:PORT][/;param=...]``; BadMaster if malformed."""
+    if not url.startswith("sc://"):
+        raise BadMaster(f"invalid Spark Connect URL {url!r}: expected sc://HOST:PORT, e.g. sc://localhost:"
+                        f"{CONNECT_PORT}")
+    return _host_ports(url, "sc", CONNECT_PORT)[0]
+
+
+def check_reachable(what: str, addresses: list[tuple[str, int]], hint: str = "") -> None:
+    """Raise SparkUnavailable unless one of ``addresses`` accepts a TCP connection (within a few seconds)."""
+    problems = []
+    for host, port in addresses:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror:
+            problems.append(f"host {host} not found")
+            continue
+        for family, kind, proto, _, address in infos:
+            try:
+                with socket.socket(family, kind, proto) as s:
+                    s.settimeout(REACH_TIMEOUT_S)
+                    s.connect(address)
+                    return
+            except TimeoutError:
+                problems.append(f"{host}:{port} did not answer within {REACH_TIMEOUT_S:g} s")
+            except OSError as exc:
+                problems.append(f"{host}:{port}: {exc.strerror or exc}")
+    raise SparkUnavailable(f"{what} is unreachable ({'; '.join(dict.fromkeys(problems))}){hint}")
+
+
+def remote_url(remote: str | None) -> str | None:
+    """The Spark Connect URL to use: ``--remote``, else ``KDISSECT_SPARK_REMOTE``, else None (start Spark)."""
+    return remote or os.environ.get(REMOTE_ENV) or None
+
+
+def check_start(master: str | None = None, remote: str | None = None) -> None:
+    """Everything about starting Spark that can fail before it starts: the URL, whether it answers, Java.
+
+    ``remote``: a Spark Connect server (no Java needed here). Else ``master`` (default ``local[*]``);
+    under spark-submit (PYSPARK_GATEWAY_PORT set) Spark is already running and nothing is checked.
+    """
+    if remote:
+        if master:
+            raise BadMaster("--master and --remote (or KDISSECT_SPARK_REMOTE) both given: a Spark Connect "
+                            "server has its own master")
+        check_reachable(f"Spark Connect server {remote}", [check_remote(remote)],
+                        ": start one with 'kdissect spark-server start', or leave out --remote to run Spark here")
+        return
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    master = master or os.environ.get("SPARK_MASTER", "local[*]")
+    addresses = check_master(master)
+    if addresses:
+        check_reachable(f"Spark master {master}", addresses)
+    check_java()
+
+
+def is_remote(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no SparkContext on this side)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _first_line(exc: BaseException) -> str:
+    """The message of a JVM failure without its stack trace: the deepest cause's first line."""
+    text = str(exc).strip()
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            cause = java
+            while cause.getCause() is not None and cause.getCause() != cause:
+                cause = cause.getCause()
+            text = str(cause.toString())
+        except Exception:  # noqa: BLE001 - the gateway may be gone
+            pass
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("at ")]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+@dataclass
+class Spark:
+    """The Spark one command runs on: ``session``, which the jobs use, and what it takes to stop it.
+
+    A local analysis (``local[...]`` master, no ``--remote``) starts its own JVM and serves Spark Connect
+    from it on a loopback port only this process knows the token of (``host`` is that JVM's classic
+    session); ``session`` is a Spark Connect client of it, exactly as with ``--remote``. Tables are then
+    built in Python and sent whole, one request per query, where a classic session asks the JVM to
+    analyze every intermediate DataFrame over Py4J: fewer round trips and less driver work.
+    """
+
+    session: Any
+    host: Any = None
+    archive: Any = None
+    # pyspark marks a process that opened a Connect session (an environment variable) and then refuses
+    # classic sessions in it: the mark is taken away on stop when this Spark put it there.
+    connect_mark: bool = False
+
+    def died(self) -> bool:
+        """Whether the JVM this process started has exited (it ran out of memory, or was killed)."""
+        proc = getattr(getattr(getattr(self.host, "sparkContext", None), "_gateway", None), "proc", None)
+        return proc is not None and proc.poll() is not None
+
+    def check_alive(self) -> None:
+        """SparkUnavailable (one line) if the JVM this process started is gone: after a failed query."""
+        if self.died():
+            raise SparkUnavailable("Spark's JVM died during the analysis (out of memory? give it more with "
+                                   "--conf spark.driver.memory=4g)")
+
+    def stop(self) -> None:
+        try:
+            self._stop()
+        finally:
+            if self.connect_mark:
+                os.environ.pop(CONNECT_MODE_ENV, None)
+
+    def _stop(self) -> None:
+        if self.died():
+            return
+        try:
+            if self.session is not self.host:
+                self.session.stop()
+        finally:
+            if self.host is not None:
+                self.host.stop()
+
+    def jobs(self, group: str) -> int | None:
+        """Spark jobs run so far: in ``group`` on a classic session, every job of a local Connect
+        server's JVM (it serves this process only), None on somebody else's Connect server."""
+        if self.host is not None and self.host is not self.session:
+            return len(self.host.sparkContext.statusTracker().getJobIdsForGroup(None))
+        return spark_jobs(self.session, group)
+
+
+def local_master(master: str | None) -> bool:
+    return (master or os.environ.get("SPARK_MASTER", "local[*]")).startswith("local")
+
+
+def start(app_name: str, master: str | None = None, conf: dict[str, str] | None = None, remote: str | None = None,
+          input_bytes: int = 0, checked: bool = False, connect: bool = True) -> Spark:
+    """Spark for one command: a client of the Connect server at ``remote``; else, locally, a JVM of our
+    own tuned to ``input_bytes`` of Parquet and served over Spark Connect (``connect=False``: a classic
+    session); else (a cluster master, spark-submit) a classic session. SparkUnavailable (one line) when
+    it cannot start; ``checked``: :func:`check_start` already passed."""
+    if not checked:
+        check_start(master, remote)
+    if remote:
+        # The session's own SQL settings for the input's size (a Connect session's settings are its own).
+        marked = CONNECT_MODE_ENV in os.environ
+        return Spark(_remote_session(app_name, remote, {**conf_for_size(input_bytes), **(conf or {})}),
+                     connect_mark=not marked)
+    if "PYSPARK_GATEWAY_PORT" in os.environ or not local_master(master):
+        return Spark(build_session(app_name, master, conf, checked=True))
+    settings = {**LOCAL_TUNING, **conf_for_size(input_bytes)}
+    java = jvm_options(input_bytes)
+    archive = None
+    if jvm.cds_enabled() and "spark.driver.extraJavaOptions" not in (conf or {}):
+        archive = jvm.ClassArchive(java_command() or "java", jvm.java_version(java_command() or "java"))
+        writing = not archive.ready() and archive.claim()
+        if writing or archive.ready():
+            java += archive.options(writing)
+        if not writing:
+            archive = None
+    settings["spark.driver.extraJavaOptions"] = " ".join(java)
+    token = secrets.token_hex(16) if connect else None
+    if connect:
+        settings.update({"spark.plugins": CONNECT_PLUGIN, "spark.connect.grpc.binding.address": "127.0.0.1",
+                         "spark.connect.grpc.binding.port": "0"})
+        # The server takes its token from its environment (its command line is visible to every user).
+        os.environ[TOKEN_ENV] = token
+    try:
+        host = build_session(app_name, master, {**settings, **(conf or {})}, checked=True)
+    except BaseException:
+        if archive is not None:
+            archive.release()
+        raise
+    finally:
+        os.environ.pop(TOKEN_ENV, None)
+    if archive is not None:
+        archive.writer_started(host.sparkContext._gateway.proc.pid)
+    if not connect:
+        return Spark(host, host, archive)
+    marked = CONNECT_MODE_ENV in os.environ
+    try:
+        port = getattr(getattr(host._jvm, "org.apache.spark.sql.connect.service.SparkConnectService$"),
+                       "MODULE$").localPort()
+        # "localhost": the client then sends the token over a local (not TLS) channel.
+        session = _remote_session(app_name, f"sc://localhost:{port}/;token={token}", None, local=True)
+        # A server in this process's own JVM does not come back once gone: fail in seconds, not after the
+        # client's default ten minutes of retries.
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+        session.client.set_retry_policies([DefaultPolicy(max_retries=3, max_backoff=1000)])
+    except BaseException:
+        host.stop()
+        raise
+    return Spark(session, host, archive, connect_mark=not marked)
+
+
+CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
+CONNECT_MODE_ENV = "SPARK_CONNECT_MODE_ENABLED"
+TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+FAIR_POOLS = Path(__file__).with_name("fairscheduler.xml")
+# Every local session: the analysis runs many small independent queries side by side.
+LOCAL_TUNING = {
+    # PySpark records the Python call site of every Column function in the JVM (three more Py4J round
+    # trips per call) for error messages; the jobs make tens of thousands of such calls.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # Concurrent queries share the cores fairly (the default pool itself FAIR, whichever thread submits).
+    "spark.scheduler.allocation.file": FAIR_POOLS.as_uri(),
+}
+
+
+def conf_for_size(input_bytes: int) -> dict[str, str]:
+    """Spark SQL settings for a local run over ``input_bytes`` of Parquet.
+
+    Small inputs: no adaptive execution (it plans each shuffle stage as a job of its own, and re-plans
+    after each: most of a tiny query's cost, for nothing to adapt), and expressions interpreted rather
+    than compiled to Java (compiling each query's code costs more than running it on a few thousand
+    rows). Large inputs keep Spark's defaults.
+    """
+    if input_bytes > jvm.SMALL_INPUT:
+        return {}
+    return {"spark.sql.adaptive.enabled": "false", "spark.sql.codegen.wholeStage": "false",
+            "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+def jvm_options(input_bytes: int) -> list[str]:
+    return [f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}", *jvm.quick_start_options(input_bytes)]
+
+
+def build_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None,
+                  remote: str | None = None, checked: bool = False):
+    """A classic session in UTC with quiet logs (a Spark Connect one when ``remote`` is given);
+    ``master`` overrides spark-submit's or SPARK_MASTER. For notebooks and scripts; the commands use
+    :func:`start`.
 
     Under spark-submit (which sets PYSPARK_GATEWAY_PORT) the master and Java
     come from its command line; from plain Python the master defaults to
-    ``local[*]``. ``conf`` (and SPARK_CONF-style ``--conf`` from the CLI) wins
-    over every default here.
+    ``local[*]``. ``conf`` (``--conf`` from the CLI) wins over every default here.
+    SparkUnavailable (one line) when Spark cannot start; ``checked``: :func:`check_start` already passed.
     """
+    if not checked:
+        check_start(master, remote)
+    if remote:
+        return _remote_session(app_name, remote, conf)
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
-    if not under_submit:
-        check_java()
-    from pyspark.sql import SparkSession  # late: the Java check answers before pyspark loads
+    from pyspark.sql import SparkSession  # late: the checks answer before pyspark loads
 
     builder = SparkSession.builder.appName(app_name)
     if master is None and not under_submit:
@@ -119,11 +425,12 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
     if master is not None:
         builder = builder.master(master)
     settings = {"spark.sql.session.timeZone": "UTC"}
+    if not under_submit:
+        # Quiet from the JVM's first line (setLogLevel comes too late for startup warnings).
+        settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
     if master is not None and master.startswith("local"):
         settings.update(LOCAL_DEFAULTS)
         settings["spark.sql.shuffle.partitions"] = str(SHUFFLE_PARTITIONS_LOCAL)
-        # Quiet from the JVM's first line (setLogLevel comes too late for startup warnings).
-        settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -131,20 +438,70 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
         with quiet_jvm_start():
             spark = builder.getOrCreate()
     except Exception as exc:  # noqa: BLE001 - pyspark raises several types when the JVM cannot start
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SparkUnavailable(f"Spark did not start ({first}); check Java ({INSTALL_JAVA})") from None
+        raise SparkUnavailable(f"Spark did not start with master {master or 'from spark-submit'}: "
+                               f"{_first_line(exc)}") from None
     spark.sparkContext.setLogLevel(os.environ.get("KDISSECT_SPARK_LOG", "ERROR"))
     return spark
 
 
+def _remote_session(app_name: str, remote: str, conf: dict[str, str] | None, local: bool = False):
+    try:
+        from pyspark.sql import SparkSession
+        import pyspark.sql.connect.session  # noqa: F401 - the Connect client's own imports (grpc, ...)
+    except ImportError as exc:  # pyspark's Connect client needs grpcio & co (kafka-dissect depends on them)
+        raise SparkUnavailable(f"Spark Connect needs pyspark's Connect client ({exc}): "
+                               "pip install 'pyspark[connect]'") from None
+    builder = SparkSession.builder.remote(remote).appName(app_name)
+    # A local server's sessions take the settings of its JVM; somebody else's server needs UTC said.
+    for key, value in ({} if local else {"spark.sql.session.timeZone": "UTC", **(conf or {})}).items():
+        builder = builder.config(key, value)
+    try:
+        return builder.create()
+    except Exception as exc:  # noqa: BLE001 - gRPC and Spark errors alike
+        where = "the local Spark Connect server" if local else f"Spark Connect server {remote}"
+        raise SparkUnavailable(f"{where} did not open a session: {_first_line(exc)}") from None
+
+
 def size_shuffle(spark, input_bytes: int, user_set: bool = False) -> int:
-    """Shuffle partitions sized to the data: about one per 64 MiB of Parquet, at least 2, at most 200.
+    """Shuffle partitions sized to the data: about one per 64 MiB of Parquet, at least 2 (at least the
+    number of cores locally), at most 200.
 
     Left alone when the user set ``spark.sql.shuffle.partitions`` themselves.
     """
     if user_set:
         return int(spark.conf.get("spark.sql.shuffle.partitions"))
-    cores = max(1, spark.sparkContext.defaultParallelism)
+    cores = (os.cpu_count() or 2) if is_remote(spark) else max(1, spark.sparkContext.defaultParallelism)
     n = max(2, min(200, max(cores, input_bytes // (64 << 20) + 1)))
     spark.conf.set("spark.sql.shuffle.partitions", str(n))
     return n
+
+
+def in_thread(spark, pool: str, group: str) -> Callable[[], None]:
+    """What a thread submitting Spark jobs for the analysis sets first: its FAIR pool and the run's job
+    group (so the jobs can be counted and cancelled together). Nothing to set on a Connect session."""
+    def setup() -> None:
+        if is_remote(spark):
+            return
+        sc = spark.sparkContext
+        sc.setLocalProperty("spark.scheduler.pool", pool)
+        sc.setJobGroup(group, "kdissect analysis", interruptOnCancel=False)
+    return setup
+
+
+def spark_jobs(spark, group: str) -> int | None:
+    """Spark jobs run in ``group`` so far (Spark's status tracker); None on a Connect session."""
+    if is_remote(spark):
+        return None
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
+def cancel(spark, group: str) -> None:
+    """Stop the run's jobs still going (an error elsewhere, or Ctrl-C)."""
+    try:
+        if is_remote(spark):
+            spark.interruptAll()
+        else:
+            spark.sparkContext.cancelJobGroup(group)
+    except Exception:  # noqa: BLE001 - best effort while already failing
+        pass
+

@@ -103,12 +103,12 @@ def top_clients(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
 
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
-    ex = ds.exchanges.drop("request", "response")
+    ex = ds.exchanges
     most = (F.col("produced_bytes") + F.col("fetched_bytes")).desc()
     return {
-        "throughput_by_topic": by_topic(ex, ds.partitions).orderBy(most, "topic", "partition"),
-        "throughput_over_time": over_time(ex, ds.partitions, opts.window).orderBy("window_start", "topic"),
-        "top_clients": top_clients(ex, ds.partitions).orderBy(most, F.col("requests").desc()),
+        "throughput_by_topic": frames.ordered(by_topic(ex, ds.partitions), most, "topic", "partition"),
+        "throughput_over_time": frames.ordered(over_time(ex, ds.partitions, opts.window), "window_start", "topic"),
+        "top_clients": frames.ordered(top_clients(ex, ds.partitions), most, F.col("requests").desc()),
     }
 
 

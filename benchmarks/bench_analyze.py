@@ -1,23 +1,39 @@
-"""`kdissect analyze` at scale: wall time, CPU time and peak memory of the whole process tree (Python + JVM).
+"""`kdissect analyze` / `kdissect doctor`, cold or warm: wall, CPU, peak memory (Python + JVM) and Spark jobs.
 
-    python benchmarks/bench_analyze.py DATASET [DATASET...] [--copies N] [--master local[2]] [--keep DIR]
+    python benchmarks/bench_analyze.py DATASET [DATASET...] [--copies N] [--master 'local[*]'] [--keep DIR]
+    python benchmarks/bench_analyze.py --doctor CAPTURE [CAPTURE...]
+    python benchmarks/bench_analyze.py DATASET --remote sc://127.0.0.1:15002      # warm: a running server
+    python benchmarks/bench_analyze.py DATASET --tree ../main --tree . --repeat 3  # before/after, alternating
 
 Builds a dataset of N copies of the given datasets (each copy's ``capture`` column renamed, so copies
 stay distinct connections and exchanges, not duplicates), then runs ``kdissect analyze --json`` on it
-and reports exchanges, wall seconds, CPU seconds and the peak summed RSS of kdissect and its JVM,
-sampled every 0.2 s from /proc. Big real captures come from ``sudo python benchmarks/make_capture.py``
-decoded with ``kdissect decode``.
+(``--doctor``: ``kdissect doctor --json`` on the captures) and reports per run:
+
+* wall seconds, and CPU seconds and peak summed RSS of the command's whole process tree (kdissect and
+  the JVM it starts), sampled every 0.1 s from /proc;
+* the number of Spark jobs, counted from the Spark event log (its ``SparkListenerJobStart`` events,
+  written by Spark's own event-logging listener, switched on through ``PYSPARK_SUBMIT_ARGS``) -- cold
+  runs only: a Spark Connect server keeps its own log.
+
+``--tree DIR`` (repeatable) runs the kdissect of that checkout (``PYTHONPATH=DIR``) with this Python;
+runs alternate between trees, so before and after share the machine's load, and the results JSON of
+every tree is compared with the first's (``answers: same`` or the tables that differ). The load average
+is printed around every run: the figures are only comparable on an otherwise idle machine.
+Big real captures come from ``sudo python benchmarks/make_capture.py`` decoded with ``kdissect decode``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -56,6 +72,7 @@ def tree_usage(pid: int, cpu: dict[int, float]) -> int:
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     ticks: dict[int, float] = {}
+    page, hz = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -66,8 +83,8 @@ def tree_usage(pid: int, cpu: dict[int, float]) -> int:
             continue
         p = int(entry)
         children.setdefault(int(fields[1]), []).append(p)
-        rss[p] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-        ticks[p] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        rss[p] = int(fields[21]) * page
+        ticks[p] = (int(fields[11]) + int(fields[12])) / hz
     total, stack = 0, [pid]
     while stack:
         p = stack.pop()
@@ -78,33 +95,124 @@ def tree_usage(pid: int, cpu: dict[int, float]) -> int:
     return total
 
 
+def spark_jobs(event_dir: Path) -> int | None:
+    """Jobs started, from the event log(s) Spark wrote under ``event_dir``; None without a log."""
+    logs = [p for p in event_dir.rglob("*") if p.is_file() and not p.name.startswith(".")]
+    if not logs:
+        return None
+    n = 0
+    for log in logs:
+        with open(log, encoding="utf-8", errors="replace") as fh:
+            n += sum(1 for line in fh if line.startswith('{"Event":"SparkListenerJobStart"'))
+    return n
+
+
+def load() -> str:
+    with open("/proc/loadavg") as fh:
+        return " ".join(fh.read().split()[:3])
+
+
+@dataclass
+class Run:
+    tree: str
+    code: int
+    wall: float
+    cpu: float
+    peak: int
+    jobs: int | None
+    load_before: str
+    load_after: str
+    results: Path
+
+
+def run_once(argv: list[str], tree: str | None, work: Path, tag: str, remote: bool) -> Run:
+    env = dict(os.environ)
+    if tree:
+        env["PYTHONPATH"] = os.path.abspath(tree) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    events = work / f"events-{tag}"
+    events.mkdir()
+    if not remote:
+        env["PYSPARK_SUBMIT_ARGS"] = (f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir={events.as_uri()} "
+                                      "--conf spark.eventLog.compress=false --conf spark.eventLog.rolling.enabled=false "
+                                      "pyspark-shell")
+    results = work / f"results-{tag}.json"
+    before = load()
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "kdissect", *argv, "--json", str(results)],
+                            stdout=subprocess.DEVNULL, env=env, cwd=work)
+    peak, per_pid = 0, {}
+    while proc.poll() is None:
+        peak = max(peak, tree_usage(proc.pid, per_pid))
+        time.sleep(0.1)
+    wall = time.monotonic() - t0
+    return Run(tree or ".", proc.returncode, wall, sum(per_pid.values()), peak,
+               None if remote else spark_jobs(events), before, load(), results)
+
+
+def differences(a: Path, b: Path) -> list[str]:
+    """Names of the tables whose rows differ between two results files (missing files: every table)."""
+    try:
+        x, y = json.loads(a.read_text()), json.loads(b.read_text())
+    except (OSError, ValueError):
+        return ["(no results)"]
+    return sorted(name for name in set(x) | set(y) if x.get(name) != y.get(name))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("datasets", nargs="+", type=Path)
-    ap.add_argument("--copies", type=int, default=1)
-    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("inputs", nargs="+", type=Path, help="datasets (analyze) or captures (--doctor)")
+    ap.add_argument("--doctor", action="store_true", help="run kdissect doctor on captures instead of analyze")
+    ap.add_argument("--copies", type=int, default=1, help="analyze N renamed copies of the datasets")
+    ap.add_argument("--master", default="local[*]")
+    ap.add_argument("--remote", metavar="sc://HOST:PORT", help="use a running Spark Connect server (warm)")
+    ap.add_argument("--tree", action="append", default=[], metavar="DIR",
+                    help="a kdissect checkout to run (repeatable; runs alternate between them)")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N", help="runs per tree")
     ap.add_argument("--keep", type=Path, help="build the replicated dataset here and keep it")
+    ap.add_argument("--arg", action="append", default=[], metavar="ARG",
+                    help="one more argument for kdissect (repeatable), e.g. --arg=--conf --arg=spark.x=y")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kdissect-bench-analyze-"))
-    ds = args.keep or work / "ds"
     try:
-        t0 = time.monotonic()
-        n = replicate(args.datasets, args.copies, ds)
-        print(f"dataset: {n} exchanges in {ds} (built in {time.monotonic() - t0:.1f} s)", flush=True)
-        print(f"load before: {open('/proc/loadavg').read().strip()}", flush=True)
-        t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "kdissect", "analyze", str(ds), "--master", args.master,
-                                 "--json", str(work / "results.json")], stdout=subprocess.DEVNULL)
-        peak, per_pid = 0, {}
-        while proc.poll() is None:
-            peak = max(peak, tree_usage(proc.pid, per_pid))
-            time.sleep(0.2)
-        wall = time.monotonic() - t0
-        cpu = sum(per_pid.values())  # CPU of each process of the tree at its last sighting
-        print(f"load after: {open('/proc/loadavg').read().strip()}")
-        print(f"kdissect analyze --master {args.master}: exit {proc.returncode}, {n} exchanges, wall {wall:.1f} s, "
-              f"CPU {cpu:.1f} s (python + JVM, sampled), peak RSS (python + JVM) {peak / 2**20:.0f} MiB")
-        return proc.returncode
+        if args.doctor:
+            target = [str(p.resolve()) for p in args.inputs]
+            print(f"doctor of {len(target)} capture(s), {sum(p.stat().st_size for p in args.inputs)} bytes")
+        elif args.copies == 1 and not args.keep:
+            target = [str(p.resolve()) for p in args.inputs]
+            n = sum(pq.ParquetFile(f).metadata.num_rows for d in args.inputs for f in (d / "exchanges").glob("*.parquet"))
+            print(f"dataset: {n} exchanges in {', '.join(target)}")
+        else:
+            ds = (args.keep or work / "ds").resolve()
+            t0 = time.monotonic()
+            n = replicate(args.inputs, args.copies, ds)
+            print(f"dataset: {n} exchanges in {ds} (built in {time.monotonic() - t0:.1f} s)")
+            target = [str(ds)]
+        how = ["--remote", args.remote] if args.remote else ["--master", args.master]
+        argv = ["doctor" if args.doctor else "analyze", *target, *how, *args.arg]
+        print(f"command: kdissect {' '.join(argv)} --json FILE", flush=True)
+        trees = args.tree or [None]
+        runs: list[Run] = []
+        for r in range(args.repeat):
+            for i, tree in enumerate(trees):
+                run = run_once(argv, tree, work, f"{r}-{i}", bool(args.remote))
+                runs.append(run)
+                jobs = "-" if run.jobs is None else run.jobs
+                print(f"{run.tree}: exit {run.code}, wall {run.wall:.1f} s, CPU {run.cpu:.1f} s, "
+                      f"peak RSS {run.peak / 2**20:.0f} MiB, Spark jobs {jobs}  "
+                      f"(load {run.load_before} -> {run.load_after})", flush=True)
+        for tree in dict.fromkeys(r.tree for r in runs):
+            mine = [r for r in runs if r.tree == tree]
+            print(f"{tree}: median of {len(mine)}: wall {statistics.median(r.wall for r in mine):.1f} s, "
+                  f"CPU {statistics.median(r.cpu for r in mine):.1f} s, "
+                  f"peak RSS {max(r.peak for r in mine) / 2**20:.0f} MiB (max)")
+        first = runs[0]
+        for run in runs[1:]:
+            diff = differences(first.results, run.results)
+            if diff:
+                print(f"answers of {run.tree} differ from {first.tree}'s in: {', '.join(diff)}")
+        if len(runs) > 1 and all(not differences(first.results, r.results) for r in runs[1:]):
+            print("answers: same in every run")
+        return max(r.code for r in runs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

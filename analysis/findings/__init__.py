@@ -7,9 +7,9 @@ ones and orders the result worst first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import reduce
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -22,8 +22,12 @@ RULES: tuple[Rule, ...] = (producer.RULES + clients.RULES + consumers.RULES + gr
                            + payloads.RULES)
 BY_ID = {r.id: r for r in RULES}
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 __all__ = ["BY_ID", "COLUMNS", "FINDINGS", "RULES", "SEVERITIES", "Config", "FindingsConfigError", "Inputs",
-           "Rule", "findings", "from_dataset", "load", "rules_markdown", "severity_rank", "tables"]
+           "Rule", "findings", "from_dataset", "load", "merge", "rule_frames", "rules_markdown", "severity_rank",
+           "tables"]
 
 
 def severity_rank() -> F.Column:
@@ -31,26 +35,52 @@ def severity_rank() -> F.Column:
     return F.array_position(F.array(*[F.lit(s) for s in SEVERITIES]), F.col("severity"))
 
 
-def prepared(inp: Inputs) -> Inputs:
-    """The inputs with what several rules derive (parsed Produce batches, partitions with their client)
-    computed once and kept by Spark."""
+def prepared(inp: Inputs, keep: Callable[[DataFrame], DataFrame] | None = None) -> Inputs:
+    """The inputs with what several rules derive (Produce batches, partitions with their client)
+    computed once and kept by Spark: by ``keep`` (``Dataset.keep`` releases them with the dataset),
+    else persisted for the session's life."""
     from dataclasses import replace
 
     from pyspark import StorageLevel
-    keep = StorageLevel.MEMORY_AND_DISK
-    return replace(inp, produce=producer.produce_batches(inp.exchanges).persist(keep),
-                   partitions_with_client=with_client(inp.partitions, inp.exchanges).persist(keep))
+    keep = keep or (lambda df: df.persist(StorageLevel.MEMORY_AND_DISK))
+    return replace(inp, produce=keep(producer.produce_batches(inp.exchanges)),
+                   partitions_with_client=keep(with_client(inp.partitions, inp.exchanges)))
+
+
+def rule_frames(inp: Inputs, config: Config | None = None) -> dict[str, DataFrame]:
+    """Each enabled rule's findings, by rule id (``inp`` as :func:`prepared` gives it, or not)."""
+    cfg = config or load(RULES)
+    return {r.id: r.run(inp, cfg.for_rule(r.id)) for r in RULES if r.id not in cfg.disabled}
 
 
 def findings(inp: Inputs, config: Config | None = None) -> DataFrame:
     """Every enabled rule's findings, worst first, then by time."""
-    cfg = config or load(RULES)
     inp = prepared(inp)
-    parts = [r.run(inp, cfg.for_rule(r.id)) for r in RULES if r.id not in cfg.disabled]
     spark = inp.exchanges.sparkSession
     empty = spark.createDataFrame([], FINDINGS)
-    out = reduce(DataFrame.unionByName, parts, empty)
+    out = reduce(DataFrame.unionByName, rule_frames(inp, config).values(), empty)
     return out.orderBy(severity_rank(), "first_ts", "finding", "subject")
+
+
+def merge(tables: Sequence[pa.Table]) -> pa.Table:
+    """The rules' findings collected one rule at a time, as one table ordered as :func:`findings` orders
+    it: worst first, then by time, rule and subject (nulls first, as Spark sorts ascending)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(FINDINGS, timezone="UTC")
+    table = pa.concat_tables([t.select(list(COLUMNS)).cast(schema) for t in tables]) if tables \
+        else schema.empty_table()
+    # severity_rank(): a severity's 1-based place in SEVERITIES, 0 for any other.
+    rank = pc.add(pc.fill_null(pc.index_in(table["severity"], pa.array(SEVERITIES)), -1), 1)
+    keyed = table.append_column("_rank", rank)
+    keys = ["_rank", "first_ts", "finding", "subject"]
+    try:  # pyarrow 25+: null placement per key
+        order = pc.sort_indices(keyed, sort_keys=[(k, "ascending", "at_start") for k in keys])
+    except (TypeError, ValueError, pa.ArrowInvalid):
+        order = pc.sort_indices(keyed, sort_keys=[(k, "ascending") for k in keys], null_placement="at_start")
+    return table.take(order)
 
 
 def rules_markdown() -> str:
@@ -73,12 +103,16 @@ def from_dataset(spark: SparkSession, path: str, config: Config | None = None) -
     return findings(Inputs(ex, parts, records=dataset.read_table(spark, path, "records")), config)
 
 
-def tables(ds: Any, opts: Any) -> dict[str, DataFrame]:
+def tables(ds: Any, opts: Any) -> dict[str, Any]:
     """The job interface of ``kdissect analyze``: the dataset (its ``exchanges``, ``partitions``) and options
-    (``opts.findings``: a :class:`Config`, defaults when absent) in, the ``findings`` table out."""
+    (``opts.findings``: a :class:`Config`, defaults when absent) in, the ``findings`` table out: each rule a
+    query of its own, which the runner collects side by side and :func:`merge` puts together."""
+    from analysis.runner import Pieces
+
     config = getattr(opts, "findings", None)
-    return {"findings": findings(Inputs(ds.exchanges, ds.partitions, getattr(ds, "anomalies", None),
-                                        records=getattr(ds, "records", None)), config)}
+    inp = prepared(Inputs(ds.exchanges, ds.partitions, getattr(ds, "anomalies", None),
+                          records=getattr(ds, "records", None)), getattr(ds, "keep", None))
+    return {"findings": Pieces(rule_frames(inp, config), merge)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

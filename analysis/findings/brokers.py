@@ -80,9 +80,9 @@ def unanswered(inp: Inputs, th: Thresholds) -> DataFrame:
                 .groupBy("capture", "connection").agg(F.max("request_ts").alias("last_answered")))
     # How long a request may legitimately wait: what it asked for.
     allowance_ms = F.coalesce(
-        F.when(F.col("api_name") == "Fetch", F.get_json_object("request", "$.max_wait_ms"))
-        .when(F.col("api_name") == "JoinGroup", F.get_json_object("request", "$.rebalance_timeout_ms"))
-        .when(F.col("api_name") == "Produce", F.get_json_object("request", "$.timeout_ms")),
+        F.when(F.col("api_name") == "Fetch", F.col("req_max_wait_ms"))
+        .when(F.col("api_name") == "JoinGroup", F.col("req_rebalance_timeout_ms"))
+        .when(F.col("api_name") == "Produce", F.col("req_timeout_ms")),
         F.lit(0)).cast("double")
     # A later request from the same client to the same broker on another connection: it gave up on this one.
     later = (requests_of(ex).groupBy("capture", "client_id", "broker_ip", "broker_port")

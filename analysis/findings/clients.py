@@ -50,7 +50,7 @@ def error_storm(inp: Inputs, th: Thresholds) -> DataFrame:
 def metadata_storm(inp: Inputs, th: Thresholds) -> DataFrame:
     md = requests_of(inp.exchanges, "Metadata")
     # null topics (v1+) or an empty list (v0) asks for every topic in the cluster.
-    topics = F.get_json_object("request", "$.topics")
+    topics = F.col("req_topics_json")
     all_topics = (topics.isNull() | (topics == "null")) | ((topics == "[]") & (F.col("api_version") == 0))
     agg = (md.groupBy("capture", "client_id")
            .agg(F.count(F.lit(1)).alias("requests"), F.sum(all_topics.cast("long")).alias("all_topics"),
@@ -152,8 +152,10 @@ def legacy_format(inp: Inputs, th: Thresholds) -> DataFrame:
     # Produce v0-2 carry message format v0/v1; Fetch v0-3 makes the broker down-convert to it.
     legacy_api = (((F.col("api_name") == "Produce") & (F.col("api_version") <= 2))
                   | ((F.col("api_name") == "Fetch") & (F.col("api_version") <= 3)))
-    magics = F.get_json_object("request", "$.topic_data[*].partition_data[*].records.magics")
-    legacy_magic = (F.col("api_name") == "Produce") & (magics.rlike(r"[\[,]\s*[01]\s*[\],]"))
+    magics = F.flatten(F.flatten(F.transform("req_topic_data", lambda t: F.transform(
+        t["partition_data"], lambda p: p["records"]["magics"]))))
+    # Any batch of message format 0 or 1 (the JSON path with wildcards had the same with a regex).
+    legacy_magic = (F.col("api_name") == "Produce") & F.exists(magics, lambda m: m.isin(0, 1))
     req = requests_of(inp.exchanges, "Produce", "Fetch").where(legacy_api | legacy_magic)
     agg = (req.groupBy("capture", "client_id")
            .agg(F.count(F.lit(1)).alias("requests"),

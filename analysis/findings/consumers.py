@@ -23,7 +23,7 @@ from analysis.findings.core import (
 
 def commit_per_message(inp: Inputs, th: Thresholds) -> DataFrame:
     ex = inp.exchanges.select("capture", "connection", "correlation_id", "client_id",
-                              F.get_json_object("request", "$.group_id").alias("group_id"))
+                              F.col("req_group_id").alias("group_id"))
     commits = (inp.partitions.where((F.col("api_name") == "OffsetCommit") & (F.col("direction") == "request"))
                .join(ex, ["capture", "connection", "correlation_id"]))
     step = F.col("base_offset") - F.lag("base_offset").over(
@@ -73,8 +73,8 @@ def _fetches(inp: Inputs) -> DataFrame:
     ex = (requests_of(inp.exchanges, "Fetch").where(F.col("response_ts").isNotNull())
           .select("capture", "connection", "correlation_id", "client_id", "request_ts", "response_ts",
                   F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string")).alias("broker"),
-                  F.get_json_object("request", "$.max_wait_ms").cast("int").alias("max_wait_ms"),
-                  F.get_json_object("request", "$.min_bytes").cast("int").alias("min_bytes")))
+                  F.col("req_max_wait_ms").cast("int").alias("max_wait_ms"),
+                  F.col("req_min_bytes").cast("int").alias("min_bytes")))
     return ex.join(got, ["capture", "connection", "correlation_id"], "left").withColumn(
         "records", F.coalesce("records", F.lit(0)))
 

@@ -34,16 +34,24 @@ COLUMNS = tuple(f.name for f in FINDINGS.fields)
 
 @dataclass(frozen=True)
 class Inputs:
-    """The dataset tables a rule may read (Spark DataFrames with the dataset's schemas)."""
+    """The dataset tables a rule may read (Spark DataFrames with the dataset's schemas).
+
+    ``exchanges`` are always facts (:mod:`analysis.facts`): the body fields a rule reads are typed
+    columns (``req_group_id``, ``req_max_wait_ms``, ...), and ``request``/``response`` are not there.
+    Exchanges given with their bodies are parsed on construction.
+    """
 
     exchanges: DataFrame
     partitions: DataFrame
     anomalies: DataFrame | None = None
-    # Derived once and kept by Spark when several rules read them (see ``findings.prepared``):
-    # parsing every Produce body once per rule was most of the findings' cost.
+    # Derived once and kept by Spark when several rules read them (see ``findings.prepared``).
     produce: DataFrame | None = None                 # producer.produce_batches(exchanges)
     partitions_with_client: DataFrame | None = None  # with_client(partitions, exchanges)
     records: DataFrame | None = None                 # the records table (with --records; else None or empty)
+
+    def __post_init__(self) -> None:
+        from analysis.facts import typed
+        object.__setattr__(self, "exchanges", typed(self.exchanges))
 
 
 Thresholds = Mapping[str, float]

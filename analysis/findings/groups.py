@@ -9,6 +9,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from analysis import facts
 from analysis.findings.core import Inputs, Rule, Thresholds, emit, fmt, requests_of, rounded, show_line
 
 GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "LeaveGroup")
@@ -18,23 +19,22 @@ _SHOW_APIS = ["JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"]
 
 def group_requests(exchanges: DataFrame) -> DataFrame:
     """Group api exchanges with group id, member id (a JoinGroup's from its answer), generation and timeouts."""
-    req = requests_of(exchanges, *GROUP_APIS)
-    j = lambda c, p: F.get_json_object(c, p)  # noqa: E731
+    req = requests_of(facts.typed(exchanges), *GROUP_APIS)
     member = F.when(F.col("api_name") == "JoinGroup",
-                    F.coalesce(F.nullif(j("response", "$.member_id"), F.lit("")), j("request", "$.member_id")))\
+                    F.coalesce(F.nullif(F.col("resp_member_id"), F.lit("")), F.col("req_member_id")))\
         .when(F.col("api_name") == "LeaveGroup",
-              F.coalesce(j("request", "$.member_id"), j("request", "$.members[0].member_id")))\
-        .otherwise(j("request", "$.member_id"))
-    generation = F.when(F.col("api_name") == "JoinGroup", j("response", "$.generation_id"))\
-        .otherwise(F.coalesce(j("request", "$.generation_id"), j("request", "$.generation_id_or_member_epoch")))
+              F.coalesce(F.col("req_member_id"), F.col("req_members")[0]["member_id"]))\
+        .otherwise(F.col("req_member_id"))
+    generation = F.when(F.col("api_name") == "JoinGroup", F.col("resp_generation_id"))\
+        .otherwise(F.col("req_generation_id"))
     return req.select(
         "capture", "connection", "correlation_id", "client_id", "api_name", "api_version", "request_ts", "response_ts",
         "error_name", F.col("status"),
-        j("request", "$.group_id").alias("group_id"),
+        F.col("req_group_id").alias("group_id"),
         member.alias("member_id"),
-        generation.cast("int").alias("generation_id"),
-        j("request", "$.session_timeout_ms").cast("long").alias("session_timeout_ms"),
-        j("request", "$.rebalance_timeout_ms").cast("long").alias("rebalance_timeout_ms"))
+        generation.alias("generation_id"),
+        F.col("req_session_timeout_ms").alias("session_timeout_ms"),
+        F.col("req_rebalance_timeout_ms").alias("rebalance_timeout_ms"))
 
 
 def generations(exchanges: DataFrame) -> DataFrame:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
 
+from analysis import facts
 from analysis.findings.core import (
     Inputs,
     Rule,
@@ -21,34 +21,23 @@ from analysis.findings.core import (
 )
 
 
-def _s(*fields: tuple[str, object]) -> StructType:
-    return StructType([StructField(n, t, True) for n, t in fields])  # type: ignore[arg-type]
-
-
-# Only what the rules read from a Produce request body (the JSON holds much more).
-_RECORDS = _s(("record_count", LongType()), ("batch_count", LongType()), ("total_bytes", LongType()),
-              ("first_timestamp", LongType()), ("max_timestamp", LongType()), ("codec", StringType()),
-              ("producer_id", LongType()), ("producer_epoch", IntegerType()), ("base_sequence", LongType()),
-              ("magics", ArrayType(IntegerType())), ("first_crc", LongType()))
-_PRODUCE = _s(("acks", IntegerType()), ("transactional_id", StringType()),
-              ("topic_data", ArrayType(_s(("name", StringType()), ("topic_id", StringType()),
-                                          ("partition_data", ArrayType(_s(("index", IntegerType()),
-                                                                          ("records", _RECORDS))))))))
+# What the rules read of a batch's records summary (the facts' Produce schema holds one or two more).
+_RECORDS = ["record_count", "batch_count", "total_bytes", "first_timestamp", "max_timestamp", "codec", "producer_id",
+            "producer_epoch", "base_sequence", "magics", "first_crc"]
 
 
 def produce_batches(exchanges: DataFrame) -> DataFrame:
     """One row per topic-partition entry of each captured Produce request, with its records summary."""
-    req = requests_of(exchanges, "Produce").select(
-        "capture", "connection", "correlation_id", "client_id", "request_ts", "status",
-        F.from_json("request", _PRODUCE).alias("body"))
-    topics = req.select("*", F.explode_outer("body.topic_data").alias("t"))
+    req = requests_of(facts.typed(exchanges), "Produce").select(
+        "capture", "connection", "correlation_id", "client_id", "request_ts", "status", "req_acks", "req_topic_data")
+    topics = req.select("*", F.explode_outer("req_topic_data").alias("t"))
     parts = topics.select("*", F.explode_outer("t.partition_data").alias("p"))
     return parts.select(
         "capture", "connection", "correlation_id", "client_id", "request_ts", "status",
-        F.col("body.acks").alias("acks"),
+        F.col("req_acks").alias("acks"),
         F.coalesce("t.name", "t.topic_id").alias("topic"),
         F.col("p.index").alias("partition"),
-        F.col("p.records.*"))
+        *[F.col(f"p.records.{c}").alias(c) for c in _RECORDS])
 
 
 def batches_of(inp: Inputs) -> DataFrame:

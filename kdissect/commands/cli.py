@@ -34,6 +34,7 @@ Start here:
   kdissect show traffic.pcap --api Produce    one line per Kafka message, like tshark
   kdissect live -i eth0 -o out/ --rotate 60   sniff an interface into the dataset
   kdissect analyze out/ --report report.html  Spark analysis of the dataset, with a report
+  kdissect spark-server start                 keep Spark running: analyses then answer in seconds
   kdissect protocol                           which api keys and versions are decoded
 
 Run 'kdissect COMMAND --help' for each command's options.
@@ -274,6 +275,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     else:
         sub.add_parser("analyze", help=analyze_help)
 
+    p = sub.add_parser("spark-server", help="start/stop a Spark Connect server that keeps Spark warm for --remote",
+                       description=SPARK_SERVER_HELP, formatter_class=fmt)
+    p.add_argument("action", choices=("start", "stop", "status", "url"))
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=_positive(int), default=15002, help="port (default 15002, Spark Connect's)")
+    p.add_argument("--memory", metavar="SIZE", help="the server JVM's heap, e.g. 4g (default: Spark's, 1g)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting; repeatable")
+
     sub.add_parser("protocol", help="list the api keys and versions the dissector decodes")
     return parser
 
@@ -451,6 +460,70 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 COMMANDS["doctor"] = _doctor
+
+SPARK_SERVER_HELP = """\
+A Spark Connect server started from the pyspark install (its
+start-connect-server.sh) and left running, local[*] in a JVM of its own. Without
+one, every 'kdissect analyze' and 'doctor' starts and warms up a JVM, most of
+a small analysis; with one they answer in seconds. Use it for repeated
+analyses, notebooks, or one server a team shares (--host 0.0.0.0). It reads the
+datasets from its own file system, so local paths must be visible to it.
+
+'start' prints the URL to give --remote or KDISSECT_SPARK_REMOTE (it carries
+the server's token: only its holders may use the server); 'url' prints it
+again; 'status' says whether it runs; 'stop' stops it. Logs and state live in
+~/.cache/kdissect/spark-server/.
+
+examples:
+  kdissect spark-server start
+  export KDISSECT_SPARK_REMOTE=$(kdissect spark-server url)
+  kdissect analyze out/ --report report.html
+  kdissect spark-server stop
+"""
+
+
+def _spark_server(args: argparse.Namespace) -> int:
+    from analysis import connect_server
+    from analysis.exceptions import AnalysisError
+    try:
+        if args.action == "start":
+            conf = {}
+            for pair in args.conf:
+                key, sep, value = pair.partition("=")
+                if not sep or not key.strip():
+                    raise KdissectError(f"--conf {pair!r}: expected KEY=VALUE")
+                conf[key.strip()] = value.strip()
+            said = [0]
+
+            def waited(seconds: float) -> None:  # never silent for long while the JVM starts
+                if seconds >= said[0] + 10:
+                    said[0] = int(seconds)
+                    sys.stderr.write(f"  ... {said[0]} s\n")
+
+            server = connect_server.start(args.host, args.port, args.memory, conf, progress=waited,
+                                          announce=lambda: sys.stderr.write(
+                                              f"starting a Spark Connect server on {args.host}:{args.port} ...\n"))
+            print(f"Spark Connect server running (pid {server.pid}); use it with\n"
+                  f"  kdissect analyze DATASET --remote '{server.url}'\n"
+                  f"or export KDISSECT_SPARK_REMOTE='{server.url}'\n"
+                  f"stop it with: kdissect spark-server stop   (logs: {server.state / 'logs'})")
+            return 0
+        if args.action == "stop":
+            print("stopped" if connect_server.stop() else "no Spark Connect server was running")
+            return 0
+        server = connect_server.status()
+        if args.action == "url":
+            if not server.running:
+                raise KdissectError("no Spark Connect server is running: kdissect spark-server start")
+            print(server.url)
+            return 0
+        print(f"running (pid {server.pid}): {server.url}" if server.running else "not running")
+        return 0 if server.running else 3
+    except AnalysisError as exc:
+        raise KdissectError(str(exc)) from None
+
+
+COMMANDS["spark-server"] = _spark_server
 
 
 def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:

@@ -51,6 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", metavar="DIR",
                    help="decode into DIR and keep it (default: a temporary directory, removed at the end)")
     p.add_argument("--master", help="Spark master, e.g. local[2] or spark://host:7077 (default: local[*])")
+    p.add_argument("--remote", metavar="sc://HOST:PORT",
+                   help="run on a Spark Connect server that is already up (kdissect spark-server start): no JVM "
+                        "to start, answers in seconds (default: $KDISSECT_SPARK_REMOTE)")
     p.add_argument("--report", metavar="FILE.html", help="write the HTML report, opening with the findings")
     p.add_argument("--json", metavar="FILE", help="write the results as one JSON object {table: [rows]}")
     p.add_argument("--set", action="append", default=[], metavar="RULE.THRESHOLD=VALUE",
@@ -155,19 +158,24 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
     for f in files:
         paths.setdefault(f.name, f)  # the dataset names a capture by its file name
 
-    with tempfile.TemporaryDirectory(prefix="kdissect-doctor-") as tmp:
-        dataset_dir = args.dataset or os.path.join(tmp, "dataset")
-        bar = ProgressLine(sys.stderr)
-        try:
-            decoded = decode_files(args.inputs, dataset_dir, options, bar)
-        finally:
-            bar.clear()
-        damage = damage_lines(decoded.files, decoded.counts.anomalies)
-        if not decoded.counts.exchanges and damage:
-            raise DamagedInput(f"{'; '.join(damage)}: no Kafka exchange could be read, nothing to judge")
-        if not decoded.counts.exchanges:
-            raise UsageError("no Kafka exchanges in the input: nothing to judge (are --ports right?)")
-        results = _analyze(dataset_dir, args, spark)
+    # Spark starts while the captures decode (a JVM's start is most of a small capture's wait).
+    starting = _SparkStart(args, sum(_size(f) for f in files) // CAPTURE_PER_PARQUET_BYTE, spark)
+    try:
+        with tempfile.TemporaryDirectory(prefix="kdissect-doctor-") as tmp:
+            dataset_dir = args.dataset or os.path.join(tmp, "dataset")
+            bar = ProgressLine(sys.stderr)
+            try:
+                decoded = decode_files(args.inputs, dataset_dir, options, bar)
+            finally:
+                bar.clear()
+            damage = damage_lines(decoded.files, decoded.counts.anomalies)
+            if not decoded.counts.exchanges and damage:
+                raise DamagedInput(f"{'; '.join(damage)}: no Kafka exchange could be read, nothing to judge")
+            if not decoded.counts.exchanges:
+                raise UsageError("no Kafka exchanges in the input: nothing to judge (are --ports right?)")
+            results = _analyze(dataset_dir, args, starting.wait())
+    finally:
+        starting.stop()
     results["findings"] = with_paths(results.get("findings", []), paths)
     rows = results["findings"]
     print_findings(rows, out, show_info=args.all, captures=decoded.counts.captures, exchanges=decoded.counts.exchanges)
@@ -189,22 +197,75 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
     return EXIT_DAMAGED if damage else EXIT_OK
 
 
-def _analyze(dataset_dir: str, args: argparse.Namespace, spark: Any = None) -> dict[str, list[dict]]:
+# Capture bytes per byte of the dataset they decode to (~20 for small Produce requests), to size Spark
+# before the dataset exists; a low guess only keeps the tuning for small inputs a little longer.
+CAPTURE_PER_PARQUET_BYTE = 16
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+class _SparkStart:
+    """Spark starting in a thread of its own while the captures decode; what it was checked and started with
+    comes from the command line (``--master``, ``--remote`` or KDISSECT_SPARK_REMOTE). A Spark that cannot
+    start is found before decoding (one line, exit 2)."""
+
+    def __init__(self, args: argparse.Namespace, input_bytes: int, spark: Any = None) -> None:
+        import threading
+
+        from analysis.exceptions import AnalysisError
+        from analysis.session import Spark, check_start, remote_url, start
+
+        self.running: Any = Spark(spark) if spark is not None else None
+        self.own = spark is None
+        self.error: BaseException | None = None
+        self.thread = None
+        if spark is not None:
+            return
+        remote = remote_url(getattr(args, "remote", None))
+        try:
+            check_start(args.master, remote)
+        except AnalysisError as exc:
+            raise KdissectError(str(exc)) from None
+
+        def run() -> None:
+            try:
+                self.running = start("kdissect-doctor", args.master, None, remote, input_bytes, checked=True)
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()
+                self.error = exc
+        self.thread = threading.Thread(target=run, name="kdissect-spark-start", daemon=True)
+        self.thread.start()
+
+    def wait(self) -> Any:
+        from analysis.exceptions import AnalysisError
+        if self.thread is not None:
+            self.thread.join()
+        if self.error is not None:
+            if isinstance(self.error, AnalysisError):
+                raise KdissectError(str(self.error)) from None
+            raise self.error
+        return self.running
+
+    def stop(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+        if self.own and self.running is not None:
+            self.running.stop()
+            self.running = None
+
+
+def _analyze(dataset_dir: str, args: argparse.Namespace, spark: Any) -> dict[str, list[dict]]:
     """Every analysis table of the dataset, findings included, as the JSON-ready results object."""
     from analysis import runner
     from analysis.exceptions import AnalysisError
-    from analysis.session import build_session
 
     job_args = argparse.Namespace(datasets=[dataset_dir], since=None, until=None, window=None, conf=[],
                                   set=args.set, rules=args.rules)
     try:
-        session = spark or build_session("kdissect-doctor", args.master)
-    except AnalysisError as exc:   # no Java, a Java too old: one line
-        raise KdissectError(str(exc)) from None
-    try:
-        return runner.as_json(runner.collect_all(runner.compute(session, job_args, runner.JOBS)))
+        return runner.as_json(runner.analyze(spark, job_args, runner.JOBS))
     except AnalysisError as exc:
         raise KdissectError(str(exc)) from None
-    finally:
-        if spark is None:
-            session.stop()

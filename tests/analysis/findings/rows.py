@@ -9,9 +9,12 @@ import zlib
 from pyspark.sql import DataFrame, SparkSession
 
 from analysis.findings import BY_ID, Inputs, load
+from dissector.schema import APIS
 from tests.analysis.conftest import at, table
 
 _cid = itertools.count(1)
+# The dataset names every exchange's api by key and name; the rows here by name.
+API_KEY = {api["name"]: key for key, api in APIS.items()}
 
 
 def ex(api: str, t: float, *, client: str = "c1", conn: str = "k1", request: dict | None = None,
@@ -20,7 +23,8 @@ def ex(api: str, t: float, *, client: str = "c1", conn: str = "k1", request: dic
        cid: int | None = None, throttle_ms: int | None = None, capture: str = "cap.pcap") -> dict:
     answered = status not in ("no_response", "no_response_expected")
     return {"capture": capture, "connection": conn, "client_ip": "10.0.0.9", "client_port": 40000,
-            "broker_ip": broker[0], "broker_port": broker[1], "api_name": api, "api_version": version,
+            "broker_ip": broker[0], "broker_port": broker[1], "api_key": API_KEY.get(api), "api_name": api,
+            "api_version": version,
             "correlation_id": next(_cid) if cid is None else cid, "client_id": client, "request_ts": at(t),
             "response_ts": at(t + (latency_ms or 0) / 1000) if answered else None,
             "latency_ms": latency_ms if answered else None, "error_name": error if answered else None,

@@ -1,0 +1,134 @@
+"""Java options for the JVM kdissect starts for a local analysis: a JVM that starts quickly.
+
+A local analysis of a capture lives for seconds to a couple of minutes, and most of a short one is the
+JVM warming up: loading and verifying some twenty thousand classes out of three hundred jars, and
+compiling the code it runs. Two things cut that, measured on the bundled samples:
+
+* **Class data sharing.** The first run's JVM writes an archive of every class it loaded
+  (``-XX:ArchiveClassesAtExit``, JDK 13+) into kdissect's cache directory when it exits; later runs
+  map it (``-XX:SharedArchiveFile``) instead of finding, reading and verifying each class again. The
+  archive belongs to one Java and one pyspark install (its name says which), about 200 MB; delete it
+  any time, or set ``KDISSECT_SPARK_CDS=0`` to do without. A JVM that cannot use it goes on without it.
+* **For small inputs, the quick compiler only and the serial collector** (``-XX:TieredStopAtLevel=1
+  -XX:+UseSerialGC``): the optimizing compiler's threads otherwise take a third of the CPU of a short
+  run, on code that runs a few times. Past :data:`SMALL_INPUT` bytes of Parquet the optimizing
+  compiler pays for itself and the JVM keeps its defaults.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+# Parquet bytes up to which a run counts as short (the bundled samples; 200,000 small exchanges are ~7 MB).
+SMALL_INPUT = 32 << 20
+CDS_ENV = "KDISSECT_SPARK_CDS"
+
+
+def cache_dir() -> Path:
+    """``$KDISSECT_CACHE_DIR``, else ``$XDG_CACHE_HOME/kdissect``, else ``~/.cache/kdissect``."""
+    explicit = os.environ.get("KDISSECT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kdissect"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class ClassArchive:
+    """The class-data archive of one Java and pyspark install: use it when it is there, else have this
+    run's JVM write it as it exits (one writer at a time, marked by a lock file holding its pid)."""
+
+    def __init__(self, java: str, java_version: str, directory: Path | None = None) -> None:
+        import pyspark
+        jars = Path(pyspark.__file__).parent / "jars"
+        try:
+            stamp = f"{jars}:{jars.stat().st_mtime_ns}:{len(os.listdir(jars))}"
+        except OSError:
+            stamp = str(jars)
+        key = hashlib.sha256(f"{java}\n{java_version}\n{pyspark.__version__}\n{stamp}".encode()).hexdigest()[:16]
+        self.path = (directory or cache_dir()) / f"spark-{pyspark.__version__}-{key}.jsa"
+        self.lock = self.path.with_suffix(".writing")
+
+    def ready(self) -> bool:
+        """The archive exists and no JVM is still writing it."""
+        if not self.path.is_file() or self.path.stat().st_size == 0:
+            return False
+        try:
+            writer = int(self.lock.read_text().strip() or 0)
+        except (OSError, ValueError):
+            return True
+        if writer and _alive(writer):
+            return False
+        self.lock.unlink(missing_ok=True)
+        return True
+
+    def claim(self) -> bool:
+        """Whether this run may write the archive (no other live writer); takes the lock if so."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                writer = int(self.lock.read_text().strip() or 0)
+            except (OSError, ValueError):
+                writer = 0
+            if writer and _alive(writer):
+                return False
+            self.lock.unlink(missing_ok=True)   # a writer that died: take over
+            return self.claim()
+        except OSError:
+            return False
+        os.close(fd)
+        self.path.unlink(missing_ok=True)
+        return True
+
+    def writer_started(self, pid: int) -> None:
+        """The JVM that will write the archive at its exit (the lock names it until it is gone)."""
+        try:
+            self.lock.write_text(f"{pid}\n")
+        except OSError:
+            pass
+
+    def release(self) -> None:
+        """Give up writing (the JVM did not start)."""
+        self.lock.unlink(missing_ok=True)
+
+    def options(self, writing: bool) -> list[str]:
+        # Quiet either way: a missing or mismatched archive is not worth a warning on every run.
+        quiet = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+        if writing:
+            return [f"-XX:ArchiveClassesAtExit={self.path}", *quiet]
+        return [f"-XX:SharedArchiveFile={self.path}", *quiet]
+
+
+def java_version(java: str) -> str:
+    try:
+        proc = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stderr + proc.stdout
+
+
+def quick_start_options(input_bytes: int) -> list[str]:
+    """JIT and GC options for a run over ``input_bytes`` of Parquet (none past :data:`SMALL_INPUT`)."""
+    if input_bytes > SMALL_INPUT:
+        return []
+    # C1 alone gets a 48 MB code cache; Spark with its Connect server fills it, and a full cache stops
+    # compiling for the rest of the run (and says so on the console). The tiered default's 240 MB.
+    return ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m", "-XX:+UseSerialGC"]
+
+
+def cds_enabled() -> bool:
+    return os.environ.get(CDS_ENV, "1") not in ("0", "false", "no", "off")

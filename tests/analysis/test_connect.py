@@ -1,0 +1,97 @@
+"""The analysis on a real Spark Connect server, started by ``kdissect spark-server`` from the pyspark install
+(its ``start-connect-server.sh``) on 127.0.0.1: every job's tables equal a local run's, row for row; the
+URL works as ``--remote`` and as ``KDISSECT_SPARK_REMOTE``, for ``analyze`` and ``doctor``; and the server
+stops. The server reads the datasets from this machine's file system, as it would on a laptop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis import cli, runner
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = [REPO / "samples" / "mixed.pcap", REPO / "samples" / "tansu-consume-group.pcap",
+           REPO / "samples" / "mock-transactions.pcap"]
+CAPTURE = REPO / "samples" / "findings" / "findings-acks0.pcap"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory) -> dict[str, str]:
+    # The server's state (pid, logs, URL) in a directory of the test's own, not the user's cache.
+    cache = tmp_path_factory.mktemp("connect-cache")
+    return {**os.environ, "KDISSECT_CACHE_DIR": str(cache),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+
+def kdissect(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kdissect", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, check=False, env=env)
+
+
+@pytest.fixture(scope="module")
+def server(env):
+    port = free_port()
+    started = kdissect(env, "spark-server", "start", "--port", str(port), timeout=400)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        url = kdissect(env, "spark-server", "url").stdout.strip()
+        assert url.startswith(f"sc://localhost:{port}/;token=") and url in started.stdout
+        yield url
+    finally:
+        stopped = kdissect(env, "spark-server", "stop", timeout=120)
+        assert stopped.returncode == 0 and stopped.stdout.strip() in ("stopped", "no Spark Connect server was running")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    import kdissect as kd
+    out = tmp_path_factory.mktemp("connect") / "ds"
+    kd.write_dataset([str(p) for p in SAMPLES], out)
+    return out
+
+
+def local_results(spark, dataset: Path) -> dict:
+    p = argparse.ArgumentParser()
+    cli.add_arguments(p)
+    return runner.as_json(runner.analyze(spark, p.parse_args([str(dataset)]), runner.JOBS))
+
+
+def test_every_table_on_a_connect_server_equals_the_local_one(spark, server, env, dataset, tmp_path):
+    out = tmp_path / "remote.json"
+    proc = kdissect(env, "analyze", str(dataset), "--remote", server, "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    remote = json.loads(out.read_text())
+    local = local_results(spark, dataset)
+    assert set(remote) == set(local) and len(local) >= 25
+    for name in local:
+        assert remote[name] == local[name], name
+    assert local["findings"] and local["latency_by_api"] and local["rebalances"]   # not a comparison of nothing
+
+
+def test_the_environment_variable_works_as_remote_for_doctor_and_the_server_status(server, env, tmp_path):
+    out = tmp_path / "doctor.json"
+    proc = kdissect({**env, "KDISSECT_SPARK_REMOTE": server}, "doctor", str(CAPTURE), "--json", str(out))
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]   # 1: a critical finding, which is an answer
+    found = {row["finding"] for row in json.loads(out.read_text())["findings"]}
+    assert "producer.acks" in found
+    status = kdissect(env, "spark-server", "status")
+    assert status.returncode == 0 and status.stdout.startswith("running (pid ")
+    again = kdissect(env, "spark-server", "start", "--port", str(free_port()))
+    assert again.returncode == 1 and "already running" in again.stderr and again.stderr.count("\n") == 1

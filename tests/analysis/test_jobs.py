@@ -1,0 +1,51 @@
+"""A regression guard on how many Spark jobs a sample's analysis runs (a count, not a timing).
+
+Every job is a scheduling round trip and, on a small capture, most of a table's cost: the analysis
+once ran ~25 tables and 24 rules each as its own jobs, re-reading and re-parsing the dataset each time.
+Now one job reads, parses and keeps the exchanges, and each table or rule is one query over them.
+A change that sends a table back to re-reading (an uncached frame, a sort that samples its input
+with a job of its own, a ``count()`` to decide something) shows up here before it shows up as seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from analysis import cli, findings, runner
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "samples" / "mixed.pcap"   # the bundled sample of ./run-sample.sh
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    import kdissect
+    out = tmp_path_factory.mktemp("jobs") / "mixed"
+    kdissect.write_dataset([str(SAMPLE)], out)
+    return out
+
+
+def bound(queries: int) -> int:
+    """One job to read, parse and keep the exchanges, then about two per query (a broadcast join's small
+    side is a job of its own when adaptive execution is off, as it is for small inputs), and some to
+    spare. The bundled sample's analysis ran 261 jobs before the facts frame; 106 since (48 queries)."""
+    return 2 * queries + 25
+
+
+def test_a_samples_analysis_stays_under_its_job_bound(spark, dataset):
+    p = argparse.ArgumentParser()
+    cli.add_arguments(p)
+    args = p.parse_args([str(dataset)])
+    stats = runner.Stats()
+    results = runner.analyze(spark, args, runner.JOBS, stats=stats)
+    assert results["summary"].num_rows == 1 and results["latency_by_api"].num_rows > 0
+    # Every table is a query, except the findings: one query per rule.
+    queries = len(results) - 1 + len(findings.RULES)
+    assert queries >= 45
+    assert stats.jobs is not None and 0 < stats.jobs <= bound(queries), \
+        f"{stats.jobs} Spark jobs for {queries} result queries (bound {bound(queries)})"
