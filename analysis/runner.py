@@ -101,7 +101,7 @@ _INTERVAL = re.compile(r"\s*(?:interval\s+)?((?:[+-]?\d+(?:\.\d+)?\s*[a-z]+\s*)+
 
 
 def check_window(text: str) -> float:
-    """The length in seconds of a ``--window`` interval ('10 seconds', '1 minute 30 seconds'); AnalysisError
+    """The length in seconds of a ``--window`` interval ('10 seconds', '1 minute 30 seconds'); UsageError
     unless Spark's window() takes it."""
     match = _INTERVAL.fullmatch(text)
     total = 0.0
@@ -112,10 +112,10 @@ def check_window(text: str) -> float:
             break
         total += float(number) * _UNITS[unit]
     if match is None:
-        raise AnalysisError(f"--window {text!r}: expected an interval such as '10 seconds', '5 minutes' or "
+        raise UsageError(f"--window {text!r}: expected an interval such as '10 seconds', '5 minutes' or "
                             "'1 hour' (units: " + ", ".join(_UNITS) + ")")
     if total <= 0:
-        raise AnalysisError(f"--window {text!r}: the window must be longer than 0")
+        raise UsageError(f"--window {text!r}: the window must be longer than 0")
     return total
 
 

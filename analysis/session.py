@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from analysis import jvm
-from analysis.exceptions import AnalysisError, SparkUnavailable
+from analysis.exceptions import AnalysisError, SparkUnavailable, UsageError
 
 MIN_JAVA = 17
 INSTALL_JAVA = ("install a Java runtime (Debian/Ubuntu: apt-get install openjdk-17-jre-headless; "
@@ -91,8 +91,8 @@ _LOCAL = re.compile(r"local(?:\[(?P<threads>\*|\d+)(?:,(?P<failures>\d+))?\])?")
 _LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*\d+\s*,\s*\d+\s*,\s*\d+\s*\]")
 
 
-class BadMaster(AnalysisError):
-    """A master or remote URL that cannot work, found before Spark starts."""
+class BadMaster(UsageError):
+    """A master or remote URL that cannot work, found before Spark starts: bad use (exit 2)."""
 
 
 def java_command() -> str | None:

@@ -65,7 +65,9 @@ def closed_port() -> int:
     ("sc://localhost:15002", "is a Spark Connect URL: give it with --remote"),
 ])
 def test_a_master_spark_cannot_use_is_one_line_before_spark_starts(decoded, master, message):
-    one_line(*kdissect("analyze", str(decoded), "--master", master), 1, message)
+    # A master that is not one is bad use (2); one that names a host nobody answers at, a failure (1).
+    code = 1 if "unreachable" in message else 2
+    one_line(*kdissect("analyze", str(decoded), "--master", master), code, message)
 
 
 def test_a_master_nobody_answers_at_is_one_line():
@@ -88,7 +90,7 @@ def test_java_too_old_is_one_line_for_doctor_too(tmp_path):
     (old / "java").write_text('#!/bin/sh\necho \'java version "1.8.0_392"\' >&2\n')
     (old / "java").chmod(0o755)
     proc, seconds = kdissect("doctor", str(CAPTURE), env={"JAVA_HOME": str(tmp_path / "jdk8")})
-    one_line(proc, seconds, 2, "kdissect doctor: Spark needs Java 17 or newer, found Java 8")
+    one_line(proc, seconds, 4, "kdissect doctor: Spark needs Java 17 or newer, found Java 8")
 
 
 def test_a_connect_server_that_is_not_there_is_one_line(decoded):
@@ -98,11 +100,11 @@ def test_a_connect_server_that_is_not_there_is_one_line(decoded):
              "kdissect spark-server start")
     # The environment variable is the same as --remote; --master beside it is a contradiction.
     proc, seconds = kdissect("doctor", str(CAPTURE), env={"KDISSECT_SPARK_REMOTE": f"sc://127.0.0.1:{port}"})
-    one_line(proc, seconds, 2, "is unreachable")
+    one_line(proc, seconds, 4, "is unreachable")        # doctor itself could not work
     proc, seconds = kdissect("analyze", str(decoded), "--master", "local[1]", "--remote", "sc://localhost")
-    one_line(proc, seconds, 1, "--master and --remote (or KDISSECT_SPARK_REMOTE) both given")
+    one_line(proc, seconds, 2, "--master and --remote (or KDISSECT_SPARK_REMOTE) both given")
     proc, seconds = kdissect("analyze", str(decoded), "--remote", "localhost:15002")
-    one_line(proc, seconds, 1, "invalid Spark Connect URL 'localhost:15002': expected sc://HOST:PORT")
+    one_line(proc, seconds, 2, "invalid Spark Connect URL 'localhost:15002': expected sc://HOST:PORT")
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -118,11 +120,11 @@ def test_a_connect_server_that_is_not_there_is_one_line(decoded):
     (["--limit", "-1"], "expected 0 or more rows"),
 ])
 def test_what_can_be_wrong_without_spark_answers_before_it_starts(decoded, args, message):
-    one_line(*kdissect("analyze", str(decoded), *args), 1, message)
+    one_line(*kdissect("analyze", str(decoded), *args), 2, message)
 
 
 def test_paths_are_checked_before_spark_starts(tmp_path):
-    one_line(*kdissect("analyze", str(tmp_path / "nope")), 1, "nope: no such directory")
+    one_line(*kdissect("analyze", str(tmp_path / "nope")), 2, "nope: no such directory")
 
 
 def test_check_master_accepts_what_spark_accepts():

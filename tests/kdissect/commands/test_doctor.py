@@ -78,12 +78,16 @@ def _args(tmp_path: Path, *inputs: Path, **kw) -> argparse.Namespace:
     return argparse.Namespace(**{**base, **kw})
 
 
+def no_spark_start(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """With ``_analyze`` stubbed there is no analysis, so no Spark to start beside the decoding either."""
+    monkeypatch.setattr(doctor, "_SparkStart", lambda *a, **k: argparse.Namespace(wait=lambda: None,
+                                                                                 stop=lambda: None))
+
+
 @pytest.mark.parametrize(("rows", "status"), [([ROW], 1), ([{**ROW, "severity": "warning"}], 0), ([], 0)])
 def test_exit_status_is_1_only_for_a_critical_finding(tmp_path, monkeypatch, rows, status):
     monkeypatch.setattr(doctor, "_analyze", lambda *a, **k: {"findings": [dict(r) for r in rows]})
-    # No analysis, so no Spark to start beside the decoding either.
-    monkeypatch.setattr(doctor, "_SparkStart", lambda *a, **k: argparse.Namespace(wait=lambda: None,
-                                                                                 stop=lambda: None))
+    no_spark_start(monkeypatch)
     out = io.StringIO()
     assert doctor.run(_args(tmp_path, DUP, json=str(tmp_path / "r.json")), out) == status
     written = json.loads((tmp_path / "r.json").read_text())["findings"]

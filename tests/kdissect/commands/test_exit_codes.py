@@ -79,8 +79,9 @@ def test_a_command_that_cannot_do_its_work_exits_1(tmp_path) -> None:  # type: i
 
 
 def test_doctor_a_damaged_input_exits_3_unless_something_is_critical(tmp_path, monkeypatch, cut, capsys) -> None:  # type: ignore[no-untyped-def]
-    from tests.kdissect.commands.test_doctor import ROW, _args
+    from tests.kdissect.commands.test_doctor import ROW, _args, no_spark_start
 
+    no_spark_start(monkeypatch)
     monkeypatch.setattr(doctor, "_analyze", lambda *a, **k: {"findings": [{**ROW, "severity": "warning"}]})
     assert doctor.run(_args(tmp_path, cut), io.StringIO()) == 3
     assert f"kdissect doctor: damaged input: {cut}: file ends inside record 261" in capsys.readouterr().err
@@ -91,6 +92,9 @@ def test_doctor_a_damaged_input_exits_3_unless_something_is_critical(tmp_path, m
 def test_doctor_fails_with_4_as_1_is_its_critical_finding(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     def no_spark(*_a, **_k):  # type: ignore[no-untyped-def]
         raise errors.KdissectError("Spark did not start (no JVM); check Java")
+    from tests.kdissect.commands.test_doctor import no_spark_start
+
+    no_spark_start(monkeypatch)
     monkeypatch.setattr(doctor, "_analyze", no_spark)
     assert main(["doctor", str(SAMPLES / "findings" / "findings-duplicates.pcap")]) == 4
     assert capsys.readouterr().err == "kdissect doctor: Spark did not start (no JVM); check Java\n"
