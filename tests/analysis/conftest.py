@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import sys
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -20,6 +22,9 @@ def at(seconds: float) -> dt.datetime:
 
 @pytest.fixture(scope="session")
 def spark():
+    # Later tests (the Spark decode's Python tasks) get this session back from getOrCreate: its workers
+    # must be this Python, with kdissect's dependencies, not whatever `python3` is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (SparkSession.builder.master("local[1]").appName("kdissect-analysis-tests")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.shuffle.partitions", "1")
