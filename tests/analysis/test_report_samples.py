@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import kdissect
-from analysis import html_report, runner
+from analysis import cli, html_report, runner
 
 from .browser import chromium_binary, open_pages
 from .report_dom import OVER_TIME, PROBE, layout_problems, time_series_problems
@@ -27,10 +27,10 @@ CHART_OF = {"latency_over_time": "ch-latency-time", "errors_over_time": "ch-erro
 
 
 def computed(spark, dataset: Path, jobs) -> dict:  # type: ignore[no-untyped-def]
-    """``kdissect analyze``'s tables of ``jobs`` over ``dataset`` (lazy), on the test run's Spark session."""
-    args = argparse.Namespace(datasets=[str(dataset)], since=None, until=None, window=None, conf=[], set=[],
-                              rules=None)
-    return runner.compute(spark, args, jobs)
+    """``kdissect analyze``'s tables of ``jobs`` over ``dataset`` (collected), on the test run's Spark session."""
+    p = argparse.ArgumentParser()
+    cli.add_arguments(p)
+    return runner.analyze(spark, p.parse_args([str(dataset)]), jobs)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def sample_reports(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     for pcap in PCAPS:
         kdissect.write_dataset([pcap], out / pcap.stem)
         tables = computed(spark, out / pcap.stem, ("latency", "errors", "throughput"))
-        results[pcap.name] = {name: runner.rows(runner.collect(tables[name])) for name in OVER_TIME}
+        results[pcap.name] = {name: runner.rows(tables[name]) for name in OVER_TIME}
         pages.append(out / f"{pcap.stem}.html")
         html_report.write(pages[-1], results[pcap.name])
     seen = dict(zip((p.name for p in PCAPS), open_pages(pages, probe=PROBE)))
@@ -69,7 +69,7 @@ def test_report_of_all_samples_as_one_dataset(spark, tmp_path: Path) -> None:  #
     axis, and the findings fold to one line per rule with the info ones hidden."""
     keys = sorted((SAMPLES / "tls").glob("*.keys"))
     kdissect.write_dataset([SAMPLES], tmp_path / "ds", tls_keylog=keys)
-    results = runner.as_json(runner.collect_all(computed(spark, tmp_path / "ds", runner.JOBS)))
+    results = runner.as_json(computed(spark, tmp_path / "ds", runner.JOBS))
     assert results["summary"][0]["captures"] >= len(PCAPS)
     html_report.write(tmp_path / "report.html", results)
     (seen,) = open_pages([tmp_path / "report.html"], probe=PROBE)
