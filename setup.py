@@ -47,6 +47,7 @@ HOT_MODULES = [
     "dissector/v07/messages.py", "dissector/v07/wire.py", "dissector/v07/views.py",
     "kdissect/dataset/bodies.py", "kdissect/dataset/columns.py", "kdissect/dataset/writer.py", "kdissect/run/decode.py",
     "kdissect/metrics/fold.py", "kdissect/dataset/payload_columns.py", "kdissect/dataset/rows.py",
+    "payloads/avro.py", "payloads/avrofast.py", "payloads/decoder.py", "payloads/framing.py", "payloads/render.py",
 ]
 
 # Python semantics exactly: annotations are not C types (a Counter stays a valid dict argument),

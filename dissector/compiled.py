@@ -17,7 +17,7 @@ import sys
 from dataclasses import MISSING
 from pathlib import Path
 
-PACKAGES = ("capture", "dissector", "kdissect")
+PACKAGES = ("capture", "dissector", "kdissect", "payloads")
 _ENV = "KDISSECT_PURE"
 
 

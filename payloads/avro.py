@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from payloads import avrofast
 from payloads.errors import SchemaError, ValueMismatch
 from payloads.libs import need
 from payloads.render import to_json
@@ -96,21 +97,22 @@ def _converter(node: dict) -> Fix | None:
         return _decimal(int(node.get("scale", 0) or 0))
     return None
 _PRIMITIVE = frozenset(("null", "boolean", "int", "long", "float", "double", "bytes", "string"))
+_NAMED = frozenset(("record", "error", "enum", "fixed"))
 
 
-def _is_record(branch: Any, named: dict[str, Any]) -> bool:
+def _is_named(branch: Any, named: dict[str, Any]) -> bool:
     node = named.get(branch) if isinstance(branch, str) else branch
-    return isinstance(node, dict) and node.get("type") in ("record", "error")
+    return isinstance(node, dict) and node.get("type") in _NAMED
 
 
-def _record_branches(union: list, named: dict[str, Any]) -> list[tuple[str, Any]]:
-    """(full name, the branch as written: a definition, or a name the memo resolves) of each record branch."""
-    return [(b if isinstance(b, str) else b.get("name"), b) for b in union if _is_record(b, named)]
+def _named_branches(union: list, named: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(full name, the branch as written: a definition, or a name the memo resolves) of each named branch."""
+    return [(b if isinstance(b, str) else b.get("name"), b) for b in union if _is_named(b, named)]
 
 
 def _fixer(node: Any, named: dict[str, Any], memo: dict[str, Fix | None]) -> Fix | None:
-    """A function that turns fastavro's ``(name, value)`` branches of unions with several records into
-    ``{name: value}``, visiting only the parts of a value where such a union can be; None if there is none.
+    """A function that turns fastavro's ``(name, value)`` branches of unions with several named types
+    (records, enums, fixed) into ``{name: value}``, visiting only the parts of a value where such a union can be; None if there is none.
 
     Built once per schema, so a value without such unions costs nothing and one with them costs a
     few dictionary look-ups, not a walk of the whole value. Named types are looked up lazily
@@ -128,10 +130,10 @@ def _fixer(node: Any, named: dict[str, Any], memo: dict[str, Fix | None]) -> Fix
         memo[node] = _fixer(named[node], named, memo)
         return memo[node]
     if isinstance(node, list):
-        records = _record_branches(node, named)
-        fixers = {name: _fixer(rec, named, memo) for name, rec in records}
-        others = [f for f in (_fixer(b, named, memo) for b in node if not _is_record(b, named)) if f is not None]
-        if len(records) > 1:
+        branches = _named_branches(node, named)
+        fixers = {name: _fixer(b, named, memo) for name, b in branches}
+        others = [f for f in (_fixer(b, named, memo) for b in node if not _is_named(b, named)) if f is not None]
+        if len(branches) > 1:
             def union(v: Any) -> Any:
                 if type(v) is tuple:
                     f = fixers.get(v[0])
@@ -202,6 +204,7 @@ class AvroDecoder:
         add_references(schema)
         self.parsed = self._parse(fastavro, schema, named)
         self.fix = _fixer(self.parsed, named, {})
+        self.fast = avrofast.program(self.parsed, named, _decimal)     # None: fastavro reads every value
 
     @staticmethod
     def _parse(fastavro: Any, schema: Schema, named: dict[str, Any]) -> Any:
@@ -213,12 +216,16 @@ class AvroDecoder:
             raise SchemaError(f"Avro schema does not parse: {exc}") from None
 
     def decode(self, data: bytes, start: int, indexes: list[int] | None) -> bytes:
+        if self.fast is not None and type(data) is bytes:
+            value = self.fast.read(data, start)
+            if value is not avrofast.MISS:
+                return to_json(value)
         fo = io.BytesIO(data)
         fo.seek(start)
         try:
             if self.fix is not None:
-                value = self.fix(self._reader(fo, self.parsed, None, return_record_name=True,
-                                              return_record_name_override=True))
+                value = self.fix(self._reader(fo, self.parsed, None, return_named_type=True,
+                                              return_named_type_override=True))
             else:
                 value = self._reader(fo, self.parsed, None)
         except Exception as exc:  # noqa: BLE001 - fastavro's reader raises whatever the bytes lead to

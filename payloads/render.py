@@ -7,7 +7,7 @@ One rendering for every format, documented in the README ("Record payloads"):
 * Avro ``timestamp-*``: RFC 3339 in UTC (``"2024-05-01T12:00:00.123000Z"``, microseconds when not 0);
   ``local-timestamp-*`` the same without the ``Z``; ``date`` ``"2024-05-01"``; ``time-*``
   ``"12:00:00.123000"``; ``uuid`` its canonical text;
-* Avro unions: the value itself; where a union has several record (or enum, fixed) branches the
+* Avro unions: the value itself; where a union has more than one named branch (records, enums, fixed) such a
   value is wrapped as ``{"<full name>": value}`` to say which one;
 * NaN and infinities: null (JSON has no such numbers);
 * Protobuf: its canonical JSON mapping (:mod:`payloads.protobuf`).
