@@ -46,6 +46,11 @@ LOCAL_DEFAULTS = {
     "spark.scheduler.mode": "FAIR",
 }
 SHUFFLE_PARTITIONS_LOCAL = 4
+# A session that runs analysis after analysis (a Spark Connect server, a notebook, a test run): Spark
+# keeps the status of its last 1,000 jobs, stages and SQL runs on the driver's heap, tens of analyses'
+# worth, until a 1 GB heap fills. A few analyses' worth is all anyone looks at.
+LONG_RUNNING = {"spark.ui.retainedJobs": "200", "spark.ui.retainedStages": "200",
+                "spark.sql.ui.retainedExecutions": "100", "spark.ui.retainedTasks": "10000"}
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 # Spark's launcher starts the JVM with the incubating Vector API; the JVM says so on stderr, one line
 # that means nothing to a user and landed in the middle of the progress line.

@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from analysis import dataset
+from analysis.session import LONG_RUNNING
 
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=dt.UTC)
 
@@ -33,6 +34,8 @@ def spark():
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.codegen.wholeStage", "false")
                .config("spark.sql.adaptive.enabled", "false")
+               .config("spark.driver.memory", "2g")
+               .config(map=LONG_RUNNING)
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     yield session
