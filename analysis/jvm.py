@@ -130,5 +130,25 @@ def quick_start_options(input_bytes: int) -> list[str]:
     return ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m", "-XX:+UseSerialGC"]
 
 
+# The driver's heap for a local run: Spark's 1 GB up to HEAP_FREE_INPUT bytes of Parquet, then this many
+# bytes of heap per byte of input (the kept facts, decompressed and as columns, and the queries beside
+# them), at most half of the machine's memory.
+HEAP_FREE_INPUT = 16 << 20
+HEAP_PER_INPUT_BYTE = 16
+
+
+def driver_memory(input_bytes: int, physical: int | None = None) -> str | None:
+    """``spark.driver.memory`` for a local run over ``input_bytes`` of Parquet; None: Spark's default."""
+    if input_bytes <= HEAP_FREE_INPUT:
+        return None
+    if physical is None:
+        try:
+            physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            physical = 4 << 30
+    mib = max(1024, min((1 << 30) + HEAP_PER_INPUT_BYTE * input_bytes, physical // 2) >> 20)
+    return f"{mib}m"
+
+
 def cds_enabled() -> bool:
     return os.environ.get(CDS_ENV, "1") not in ("0", "false", "no", "off")

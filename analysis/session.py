@@ -330,6 +330,9 @@ def start(app_name: str, master: str | None = None, conf: dict[str, str] | None 
     if "PYSPARK_GATEWAY_PORT" in os.environ or not local_master(master):
         return Spark(build_session(app_name, master, conf, checked=True))
     settings = {**LOCAL_TUNING, **conf_for_size(input_bytes)}
+    heap = jvm.driver_memory(input_bytes)
+    if heap is not None:              # a --conf spark.driver.memory given still wins (conf goes last)
+        settings["spark.driver.memory"] = heap
     java = jvm_options(input_bytes)
     archive = None
     if jvm.cds_enabled() and "spark.driver.extraJavaOptions" not in (conf or {}):

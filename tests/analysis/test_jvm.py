@@ -1,0 +1,19 @@
+"""The local JVM's options follow the input's size: quick start for small inputs, a heap for large ones."""
+
+from __future__ import annotations
+
+from analysis import jvm
+
+GIB = 1 << 30
+
+
+def test_small_inputs_keep_sparks_heap_and_start_quickly() -> None:
+    assert jvm.driver_memory(7 << 20) is None                  # 200,000 small exchanges are ~7 MB
+    assert "-XX:TieredStopAtLevel=1" in jvm.quick_start_options(7 << 20)
+    assert jvm.quick_start_options(jvm.SMALL_INPUT + 1) == []
+
+
+def test_the_heap_grows_with_the_input_up_to_half_the_machine() -> None:
+    assert jvm.driver_memory(72 << 20, physical=24 * GIB) == f"{1024 + 16 * 72}m"    # 2,000,000 exchanges
+    assert jvm.driver_memory(10 * GIB, physical=24 * GIB) == f"{12 * 1024}m"
+    assert jvm.driver_memory(jvm.HEAP_FREE_INPUT + 1, physical=GIB) == "1024m"        # never below Spark's own
