@@ -29,9 +29,13 @@ def found(spark, tmp_path_factory) -> list[dict]:
         pytest.skip("no findings samples")
     out = tmp_path_factory.mktemp("findings") / "ds"
     kdissect.write_dataset([FOLDER / e["pcap"] for e in EXPECTED.values()], out)
-    inp = Inputs(dataset.read_table(spark, str(out), "exchanges").cache(),
-                 dataset.read_table(spark, str(out), "partitions").cache())
-    return [r.asDict() for r in findings(inp).collect()]
+    exchanges = dataset.read_table(spark, str(out), "exchanges").cache()
+    partitions = dataset.read_table(spark, str(out), "partitions").cache()
+    try:
+        return [r.asDict() for r in findings(Inputs(exchanges, partitions)).collect()]
+    finally:     # the session is shared by the whole run: what is kept here must not stay kept
+        exchanges.unpersist()
+        partitions.unpersist()
 
 
 @pytest.mark.parametrize("name", [n for n, e in EXPECTED.items() if e["expect_findings"]])

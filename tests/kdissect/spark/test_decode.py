@@ -188,9 +188,14 @@ def test_gzipped_rotations_are_looked_at_by_spark_tasks_and_decode_as_one(spark,
     for f in editcap_split(REPO / "samples" / "mixed.pcap", tmp_path / "rot", 40):
         f.with_name(f.name + ".gz").write_bytes(gzip.compress(f.read_bytes()))
         f.unlink()
-    jobs_before = len(spark.sparkContext.statusTracker().getJobIdsForGroup())
-    result = spark_decode(spark, [tmp_path / "rot"], tmp_path / "spark", DecodeOptions())
-    assert len(spark.sparkContext.statusTracker().getJobIdsForGroup()) == jobs_before + 2   # probe + decode
+    # A group of its own: the shared session keeps only its last 200 jobs' status (session.LONG_RUNNING).
+    sc = spark.sparkContext
+    sc.setJobGroup("kd-gzipped-rotations", "the Spark decode of gzipped rotations")
+    try:
+        result = spark_decode(spark, [tmp_path / "rot"], tmp_path / "spark", DecodeOptions())
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert len(sc.statusTracker().getJobIdsForGroup("kd-gzipped-rotations")) == 2   # probe + decode
     assert result.counts.captures == 1 and len(result.rotated) == 1
     decode_files([tmp_path / "rot"], tmp_path / "decode", DecodeOptions())
     for table in SHOWN:
