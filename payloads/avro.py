@@ -217,7 +217,10 @@ class AvroDecoder:
 
     def decode(self, data: bytes, start: int, indexes: list[int] | None) -> bytes:
         if self.fast is not None and type(data) is bytes:
-            value = self.fast.read(data, start)
+            try:
+                value = self.fast.read(data, start)
+            except avrofast.AbsurdCount as exc:
+                raise ValueMismatch(str(exc)) from None
             if value is not avrofast.MISS:
                 return to_json(value)
         fo = io.BytesIO(data)

@@ -16,4 +16,4 @@ cdef class Program:
     @cython.locals(kind=int, pos=Py_ssize_t, i="long long", n="long long", out=dict, items=list, entries=dict)
     cdef object value(self, tuple node)
     @cython.locals(n="long long")
-    cdef long long block(self) except? -1
+    cdef long long block(self, bint empty) except? -1

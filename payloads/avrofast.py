@@ -26,6 +26,7 @@ from typing import Any
 MISS = object()                      # "read this one with fastavro"
 # Records nested deeper than this (a recursive type) are fastavro's: the compiled loop recurses in C.
 MAX_DEPTH = 64
+MAX_EMPTY_ITEMS = 1 << 16
 
 # Node kinds; a node is a tuple (kind, ...).
 NULL, BOOLEAN, INT, FLOAT, DOUBLE, BYTES, STRING, RECORD, ENUM, ARRAY, MAP, UNION, FIXED, \
@@ -48,6 +49,10 @@ class _Unsupported(Exception):
 
 class _Miss(Exception):
     """This value is read by fastavro instead."""
+
+
+class AbsurdCount(Exception):
+    """An array or map block claims more items than the value can hold: a mismatch, not read by fastavro."""
 
 
 class Program:
@@ -101,7 +106,7 @@ class Program:
 
     def take(self, size: int) -> bytes:
         pos = self.pos
-        if size < 0 or pos + size > self.end:
+        if size < 0 or size > self.end - pos:      # not pos + size: a wild length must not overflow
             raise _Miss
         self.pos = pos + size
         return self.data[pos:pos + size]
@@ -167,21 +172,22 @@ class Program:
         if kind == ARRAY:
             items = []
             child = node[1]
-            n = self.block()
+            empty = node[2]
+            n = self.block(empty)
             while n:
                 for _ in range(n):
                     items.append(self.value(child))
-                n = self.block()
+                n = self.block(empty)
             return items
         if kind == MAP:
             entries = {}
             child = node[1]
-            n = self.block()
+            n = self.block(False)
             while n:
                 for _ in range(n):
                     key = self.take(self.varint()).decode("utf-8")
                     entries[key] = self.value(child)
-                n = self.block()
+                n = self.block(False)
             return entries
         if kind == FIXED:
             return self.take(node[1])
@@ -189,12 +195,20 @@ class Program:
             return node[2](self.value(node[1]))
         raise _Miss
 
-    def block(self) -> int:
-        """The item count of an array or map block (a negative count is followed by the block's size)."""
+    def block(self, empty: bool) -> int:
+        """The item count of an array or map block (a negative count is followed by the block's size);
+        ``empty``: its items may take no bytes."""
         n = self.varint()
         if n < 0:
             self.varint()
             n = -n
+        if n < 0:
+            raise _Miss
+        # Items of nothing (null, an empty record) take no bytes, so no byte count bounds theirs: a wild
+        # one would have fastavro append for ever. Past the bytes left, and by more than any real value of
+        # such items holds, it is a mismatch, not a loop. (Other items run out of bytes first.)
+        if empty and n > self.end - self.pos + MAX_EMPTY_ITEMS:
+            raise AbsurdCount(f"a block of {n} items with {self.end - self.pos} bytes left")
         return n
 
 
@@ -249,7 +263,8 @@ def _node(schema: Any, named: dict[str, Any], nodes: dict[str, tuple], decimal: 
         nodes[schema["name"]] = node
         return node
     if kind == "array":
-        return (ARRAY, _node(schema["items"], named, nodes, decimal))
+        items = _node(schema["items"], named, nodes, decimal)
+        return (ARRAY, items, _takes_no_bytes(items, set()))
     if kind == "map":
         return (MAP, _node(schema["values"], named, nodes, decimal))
     if kind in _PRIMITIVES:
@@ -262,3 +277,18 @@ def _node(schema: Any, named: dict[str, Any], nodes: dict[str, tuple], decimal: 
 def _is_named(branch: Any, named: dict[str, Any]) -> bool:
     node = named.get(branch) if isinstance(branch, str) else branch
     return isinstance(node, dict) and node.get("type") in ("record", "error", "enum", "fixed")
+
+
+def _takes_no_bytes(node: tuple, seen: set[int]) -> bool:
+    """Whether a value of ``node`` can be written in no bytes (null, fixed of size 0, a record of such)."""
+    kind = node[0]
+    if kind == NULL:
+        return True
+    if kind == FIXED:
+        return node[1] == 0
+    if kind == RECORD:
+        if id(node) in seen:            # a record that holds itself is never empty
+            return False
+        seen.add(id(node))
+        return all(_takes_no_bytes(child, seen) for _, child in node[1])
+    return False

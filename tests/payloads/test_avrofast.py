@@ -133,3 +133,15 @@ def test_a_deep_recursive_value_is_fastavros():
     data = b"\x02" * 100 + b"\x00"
     assert dec.fast.read(data, 0) is avrofast.MISS
     assert dec.decode(data, 0, None).count(b"next") == 101
+
+
+def test_a_wild_count_of_empty_items_is_a_mismatch_not_a_loop():
+    """Nulls take no bytes: a block claiming 2^40 of them would have been appended for ever."""
+    dec = _decoder({"type": "array", "items": "null"})
+    wild = bytes([0x80, 0x80, 0x80, 0x80, 0x80, 0x40, 0x00])              # zig-zag 2^40, then the end
+    with pytest.raises(ValueMismatch, match="a block of 1099511627776 items with 1 bytes left"):
+        dec.decode(wild, 0, None)
+    assert _both(dec, bytes([0x06, 0x00])) == (b"[null,null,null]", b"[null,null,null]")
+    # A length that would overflow a C index is a cut value, fastavro's to describe.
+    text = _decoder({"type": "string"})
+    assert text.fast.read(b"\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01" + b"x", 0) is avrofast.MISS
