@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gc
 import itertools
 import json
 import os
@@ -226,6 +227,20 @@ def analyze(spark: Any, args: argparse.Namespace, jobs: Sequence[str],
     collect them at once (each in its own FAIR pool locally). Whatever was kept for the run is released
     at the end, so a long-running Spark Connect server does not keep it.
     """
+    try:
+        return _analyze(spark, args, jobs, progress, findings, stats)
+    finally:
+        from analysis.session import is_remote
+        if not is_remote(getattr(spark, "session", spark)):
+            # py4j's JavaObject and its cached JavaMembers refer to each other, so the run's JVM plans
+            # stay pinned (with every broadcast join's hash table, a memory page each) until Python's
+            # cycle collector runs, which in a long-lived process can be much later: the next analysis
+            # in the same JVM then runs out of heap. Collect them now.
+            gc.collect()
+
+
+def _analyze(spark: Any, args: argparse.Namespace, jobs: Sequence[str],
+             progress: Callable[[int, int, str], None] | None, findings: Any, stats: Stats | None) -> Results:
     import threading
     from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
 import os
 import sys
@@ -35,11 +36,22 @@ def spark():
                .config("spark.sql.codegen.wholeStage", "false")
                .config("spark.sql.adaptive.enabled", "false")
                .config("spark.driver.memory", "2g")
+               # Spark sizes a memory page from the heap (64 MB here), and every broadcast join's hash
+               # table takes at least one: tests' tables are tiny.
+               .config("spark.buffer.pageSize", "4m")
                .config(map=LONG_RUNNING)
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _free_jvm_objects():
+    """Each module's py4j objects (which sit in reference cycles) released at its end, with the JVM plans
+    they pin, rather than whenever Python's cycle collector next looks at old objects."""
+    yield
+    gc.collect()
 
 
 def table(spark: SparkSession, name: str, rows: list[dict]) -> DataFrame:

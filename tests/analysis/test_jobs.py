@@ -10,6 +10,7 @@ with a job of its own, a ``count()`` to decide something) shows up here before i
 from __future__ import annotations
 
 import argparse
+import gc
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,21 @@ def test_a_samples_analysis_stays_under_its_job_bound(spark, dataset):
     assert queries >= 45
     assert stats.jobs is not None and 0 < stats.jobs <= bound(queries), \
         f"{stats.jobs} Spark jobs for {queries} result queries (bound {bound(queries)})"
+
+
+def test_an_analysis_leaves_no_jvm_object_to_the_cycle_collector(spark, dataset):
+    """py4j objects sit in reference cycles. Left to Python's collector, a run's JVM plans stayed pinned,
+    with each broadcast join's hash table (a whole memory page each, 64 MB in this session), and the
+    next analyses in the same JVM ran out of heap."""
+    from py4j.java_gateway import JavaObject
+    p = argparse.ArgumentParser()
+    cli.add_arguments(p)
+    runner.analyze(spark, p.parse_args([str(dataset)]), runner.JOBS)
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        pinned = sum(isinstance(o, JavaObject) for o in gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert pinned == 0
