@@ -4,7 +4,7 @@ Decoding small messages in pure Python ran at a third of tshark's rate, spread o
 reassembly, framing, body decoding and row building with no single hot spot left. Compiling
 those modules as they are removes most of the interpreter's dispatch cost without a second
 implementation: the ``.py`` files stay the only source, and the fallback when there is no
-compiler (or with ``KDISSECT_PURE=1``, see ``dissector/compiled.py``) is the same code.
+compiler (or with ``KDISSECT_PURE=1``, see ``hotpath/__init__.py``) is the same code.
 
 A ``.pxd`` file beside a module (``dissector/events.pxd``, ``kdissect/dataset/rows.pxd``, ...) tells Cython,
 and only Cython, that some of its classes are extension types and of what type a few locals and
@@ -105,7 +105,7 @@ class OptionalBuildExt(build_ext):
 
 
 def extensions() -> list:
-    if os.environ.get("KDISSECT_PURE", "") not in ("", "0"):   # as dissector.compiled.pure_requested
+    if os.environ.get("KDISSECT_PURE", "") not in ("", "0"):   # as hotpath.pure_requested
         return []
     try:
         from Cython.Build import cythonize

@@ -39,7 +39,7 @@ _DEFAULT = {"int8": 0, "int16": 0, "int32": 0, "int64": 0, "uint16": 0, "uint32"
 _DECODE = """
 import resource, sys
 from kdissect.commands.cli import main
-from dissector import compiled
+import hotpath as compiled
 status = main(['decode', '-q', '--jobs', '1', '-o', sys.argv[2], sys.argv[1]])
 import capture.pipeline
 print("compiled" if compiled.is_compiled(capture.pipeline) else "pure", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-import dissector  # noqa: F401  (first: installs the KDISSECT_PURE switch, see dissector.compiled)
+import hotpath  # noqa: F401  (first: installs the KDISSECT_PURE switch)
 
 from capture.capfile import open_capture
 from capture.detect import WELL_KNOWN_PORTS, KafkaProbe, parse_ports

@@ -14,7 +14,7 @@ from capture.packet import IPV4_AT
 from capture.records import Dropped, RawRecord, problem
 from capture.shard import Dropping, Share
 from capture.stream import CHUNK, ByteStream
-from dissector.compiled import compiled_file
+from hotpath import compiled_file
 from dissector.events import Anomaly
 
 MAX_SNAPLEN = 262144           # libpcap's and Wireshark's cap on a sane record

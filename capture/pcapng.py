@@ -15,7 +15,7 @@ from capture.packet import IPV4_AT
 from capture.records import RawRecord, problem
 from capture.shard import Dropping, Share, frame_share
 from capture.stream import CHUNK, ByteStream
-from dissector.compiled import compiled_file
+from hotpath import compiled_file
 from dissector.events import Anomaly
 
 _COMPILED = compiled_file(__file__)     # the C helpers of this module's .pxd exist

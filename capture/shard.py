@@ -13,7 +13,7 @@ import zlib
 from dataclasses import dataclass
 
 from capture.packet import fast_ipv4, reverse_key
-from dissector.compiled import compiled_file
+from hotpath import compiled_file
 
 _COMPILED = compiled_file(__file__)     # the C helpers of this module's .pxd exist
 

@@ -24,9 +24,7 @@ Kafka 0.7, the protocol before 0.8, has its own connection
 request (or as the user forces it).
 """
 
-from dissector.compiled import install_pure_switch
-
-install_pure_switch()   # before any compiled module of the package can load
+import hotpath  # noqa: F401  (first: installs the KDISSECT_PURE switch)
 
 from dissector.events import (  # noqa: E402
 

@@ -391,7 +391,7 @@ def _prebuilt(records_hook: Callable[[bytes], Any]) -> dict[int, Callable[[bytes
     Empty when that module would run as Python, where it is no faster than the executed
     source, and for another records hook than the one it calls.
     """
-    from dissector import compiled
+    import hotpath as compiled
     from dissector.records import summarize
     if records_hook is not summarize or compiled.pure_requested():
         return {}

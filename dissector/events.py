@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from dissector.compiled import inheritable
+from hotpath import inheritable
 
 KAFKA_PROTOCOL = "0.8+"   # the size-prefixed, correlated protocol of Kafka 0.8 and later
 

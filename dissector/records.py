@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from dissector.compiled import compiled_file, inheritable
+from hotpath import compiled_file, inheritable
 from dissector.crc import crc32c
 
 from dissector.codecs import CODEC_NAMES, Budget, BytesMode, codec_name, render_bytes

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-import dissector  # noqa: F401  (first: installs the KDISSECT_PURE switch, see dissector.compiled)
+import hotpath  # noqa: F401  (first: installs the KDISSECT_PURE switch)
 
 # Names load on first use: `kdissect decode` must not pay for pyarrow (and what
 # it pulls in) before the first packet, and `kdissect show` never needs it.

@@ -12,6 +12,8 @@ row builder calls it only when records are asked for.
 
 from __future__ import annotations
 
+import hotpath  # noqa: F401  (first: installs the KDISSECT_PURE switch)
+
 from payloads.decoder import PayloadDecoder, Result
 from payloads.errors import MissingLibrary, PayloadError, SchemaError, ValueMismatch
 from payloads.framing import KEY_HEADER, VALUE_HEADER, message_indexes, prefix, unframed_format

@@ -14,9 +14,12 @@ FORBIDDEN = {
     "dissector": {"scapy", "pyarrow", "pyspark", "pandas", "capture", "kdissect", "analysis", "cryptography",
                   "payloads", "fastavro", "google", "grpc_tools", "jsonschema", "confluent_kafka"} | EXPORTERS,
     "capture": {"pyarrow", "pyspark", "pandas", "kdissect", "analysis"} | EXPORTERS,
-    "analysis": {"dissector", "capture", "kdissect", "scapy", "payloads"} | EXPORTERS,
+    "analysis": {"dissector", "capture", "kdissect", "scapy", "payloads", "hotpath"} | EXPORTERS,
     # Record payloads: bytes and schemas in, objects out; beside the dissector, driven by kdissect.
     "payloads": {"dissector", "capture", "kdissect", "analysis", "scapy", "pyarrow", "pyspark", "pandas"} | EXPORTERS,
+    # The compiled build's switch: imported first by each package above, so it can import none of them.
+    "hotpath": {"dissector", "capture", "kdissect", "analysis", "payloads", "scapy", "pyarrow", "pyspark",
+                "pandas"} | EXPORTERS,
 }
 
 

@@ -186,7 +186,7 @@ def main(argv: list[str]) -> int:
     module, pxd = render()
     for path, text in ((OUTPUT, module), (OUTPUT.with_suffix(".pxd"), pxd)):
         # An unchanged file is left alone: a newer mtime alone would make a checkout's build stale,
-        # every module then running as Python until the next build (dissector.compiled).
+        # every module then running as Python until the next build (hotpath).
         if path.is_file() and path.read_text() == text:
             print(f"{path}: unchanged")
         else:

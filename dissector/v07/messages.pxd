@@ -1,6 +1,6 @@
 # Compiled build only (setup.py); messages.py stays the only source, pure Python ignores this file.
 # MessageSetSummary stays Python: it extends the compiled RecordsSummary of another module (see
-# dissector.compiled.inheritable).
+# hotpath.inheritable).
 cdef class Message07:
     cdef public object position, offset, length, magic, attributes, codec, checksum, crc_valid, payload
     cdef public object inner, error

@@ -7,7 +7,7 @@ import gc
 import os
 import sys
 from typing import NoReturn
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from capture import CaptureError
 
@@ -309,7 +309,7 @@ class _VersionAction(argparse.Action):
 
 
 def _version() -> str:
-    from dissector.compiled import describe
+    from hotpath import describe
 
     try:
         from importlib.metadata import version
@@ -422,6 +422,11 @@ def _protocol(args: argparse.Namespace) -> int:
 
 def _analyze(args: argparse.Namespace) -> int:
     from analysis.cli import run
+    return _on_spark(run, args)
+
+
+def _on_spark(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """A command that starts Spark the analysis' way: its errors said as kdissect's."""
     from analysis.exceptions import AnalysisError, DatasetError
     from analysis.exceptions import UsageError as AnalysisUsageError
     try:
@@ -440,7 +445,7 @@ COMMANDS = {"decode": _decode, "show": _show, "live": _live, "compare": _compare
 
 def _spark_decode(args: argparse.Namespace) -> int:
     from kdissect.spark.decode import run
-    return run(args)
+    return _on_spark(run, args)
 
 
 COMMANDS["spark-decode"] = _spark_decode

@@ -15,7 +15,7 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING, Any
 
-from dissector.compiled import compiled_file
+from hotpath import compiled_file
 
 if TYPE_CHECKING:
     import numpy as np

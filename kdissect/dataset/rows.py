@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from capture.flows import ConnectionInfo
-from dissector.compiled import compiled_file
+from hotpath import compiled_file
 from dissector.events import KAFKA_PROTOCOL, Anomaly, Direction, Exchange, Request, Response
 from dissector.records import (
     DEFAULT_MAX_DECOMPRESSED,

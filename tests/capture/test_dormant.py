@@ -17,7 +17,7 @@ import pytest
 from capture import CaptureOptions, ConnectionEnd, Pipeline
 from capture.capfile import open_capture
 from capture.dormant import canonical, is_kafka, rest
-from dissector import compiled
+import hotpath as compiled
 from dissector.events import Anomaly, Exchange
 from tests.capture import pcaptools as pt
 

@@ -14,7 +14,7 @@ from capture import CaptureOptions, Pipeline, pcapfile
 from capture.packet import IPV4_AT, fast_ipv4, reverse_key
 from capture.rotation import open_captures
 from capture.shard import Share, ShareFilter, frame_share, share_of
-from dissector.compiled import is_compiled
+from hotpath import is_compiled
 from tests.capture import pcaptools as pt
 from tests.capture.test_rotation import need
 

@@ -144,7 +144,7 @@ sys.exit(status)
 @pytest.mark.slow
 @pytest.mark.parametrize("build", ["compiled", "pure"])
 def test_a_16_mb_metadata_request_of_empty_entries_decodes_within_400_mb(tmp_path: Path, build: str) -> None:
-    from dissector import compiled
+    import hotpath as compiled
     from tests.capture import pcaptools as pt
     import pyarrow.dataset as ds
 

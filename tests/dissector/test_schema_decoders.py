@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dissector import compiled, schema
+import hotpath as compiled
+from dissector import schema
 from dissector.decoders import Decoded, Decoders, run
 from dissector.encoder import encode_body
 from dissector.schema import _decoders

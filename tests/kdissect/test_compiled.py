@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dissector import compiled
+import hotpath as compiled
 from tests.kdissect.run.test_parallel import rows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ def _run(code: str, *, pure: bool) -> str:
 
 _LOADED = """
 import json, capture.pipeline, kdissect.run.decode, kdissect.dataset.writer, dissector.v07.connection, capture.tlsflow
-from dissector import compiled
+import hotpath as compiled
 print(json.dumps(compiled.compiled_modules()))
 """
 
@@ -65,6 +65,15 @@ def test_every_hot_module_is_compiled() -> None:
 def test_kdissect_pure_loads_only_python_sources() -> None:
     _require_compiled()
     assert json.loads(_run(_LOADED, pure=True)) == []
+
+
+def test_kdissect_pure_holds_for_whichever_package_loads_first() -> None:
+    """The switch is installed by ``hotpath``, which each package imports first: a program that loads
+    only the payload decoders (no dissector) still gets them from source."""
+    _require_compiled()
+    code = "import json, payloads.avrofast, hotpath; print(json.dumps(hotpath.compiled_modules()))"
+    assert "payloads.avrofast" in json.loads(_run(code, pure=False))
+    assert json.loads(_run(code, pure=True)) == []
 
 
 _VERSION = "import sys; from kdissect.commands.cli import main; sys.argv = ['kdissect', '--version']; main()"

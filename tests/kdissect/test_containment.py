@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from dissector import compiled
+import hotpath as compiled
 from dissector.events import Anomaly, DecodeFailure, Direction, Exchange, Request, Response, Status
 from kdissect.dataset.writer import CaptureWriter, prepare_outdir
 from kdissect.dataset.rows import RowOptions

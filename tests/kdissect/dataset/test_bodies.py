@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from capture import read_capture
 from dissector import records
-from dissector.compiled import is_compiled
+from hotpath import is_compiled
 from dissector.events import Exchange
 from dissector.records import RecordsSummary
 from kdissect.dataset.bodies import body_bytes

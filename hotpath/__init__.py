@@ -1,9 +1,12 @@
 """Which of kdissect's modules run compiled, and the switch that runs them all as Python.
 
+Every package with compiled modules (``capture``, ``dissector``, ``kdissect``, ``payloads``) imports this
+one first; importing it installs the switch, before any compiled module can load. It imports nothing of
+theirs, so the decision of how they load lives outside all of them.
+
 ``setup.py`` compiles the hot path (its ``HOT_MODULES``) with Cython next to the ``.py`` files,
 and Python's import system prefers the compiled copy. ``KDISSECT_PURE=1`` in the environment
-makes imports of ``capture``, ``dissector`` and ``kdissect`` modules load the ``.py`` source
-instead: fuzzing needs it (atheris instruments bytecode), tracebacks get line numbers, and the
+makes imports of those packages' modules load the ``.py`` source instead: fuzzing needs it (atheris instruments bytecode), tracebacks get line numbers, and the
 tests use it to hold both builds to the same dataset. A ``.py`` edited after its compiled copy
 was built is loaded as source too, so an edit always takes effect (at Python's speed until the
 next ``pip install -e .``).
@@ -163,7 +166,7 @@ def runs_as_python(roots: dict[str, list[Path]] | None = None) -> bool:
 
 
 def install_pure_switch() -> None:
-    """Called by ``dissector/__init__.py`` before anything else of the package loads."""
+    """Install the switch when any module is to load as Python (once; at this module's import)."""
     if any(isinstance(f, _SourceFirst) for f in sys.meta_path):
         return
     if not runs_as_python():
@@ -174,3 +177,6 @@ def install_pure_switch() -> None:
     # the ones after it (atheris instruments the spec it gets back) must still see this one's.
     at = next((i for i, f in enumerate(sys.meta_path) if f is importlib.machinery.PathFinder), len(sys.meta_path))
     sys.meta_path.insert(at, _SourceFirst(always=True))
+
+
+install_pure_switch()
