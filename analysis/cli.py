@@ -116,7 +116,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark=None) -> int:
     from analysis.session import Spark, check_start, remote_url, start
 
     # Everything that can be wrong without Spark answers at once, before a JVM starts.
-    checked = runner.check_arguments(args)
+    request = runner.check_arguments(args)
     size = check_paths(args.datasets)
     remote = remote_url(getattr(args, "remote", None))
     if spark is None:
@@ -127,12 +127,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark=None) -> int:
     if progress.enabled:
         progress.stream.write("analyze: starting Spark ..." if not remote else f"analyze: connecting to {remote} ...")
         progress.stream.flush()
-    running = Spark(spark) if spark is not None else start("kdissect-analyze", args.master, checked.conf, remote,
+    running = Spark(spark) if spark is not None else start("kdissect-analyze", args.master, request.conf, remote,
                                                             size, checked=True)
     stats.mark("Spark session" if not remote else f"Spark Connect session at {remote}", started)
     try:
         try:
-            results = runner.analyze(running, args, runner.JOBS, progress, checked.findings, stats)
+            results = runner.analyze(running, request, runner.JOBS, progress, stats)
         finally:
             progress.clear()
     finally:

@@ -81,11 +81,11 @@ def spark_conf(pairs: Sequence[str]) -> dict[str, str]:
     return conf
 
 
-def findings_config(args: argparse.Namespace) -> Any:
-    """The findings rules' thresholds from ``--rules`` and ``--set``; AnalysisError when one is wrong."""
+def findings_config(rules: str | None = None, settings: Sequence[str] = ()) -> Any:
+    """The findings rules' thresholds from a ``--rules`` file and ``--set`` pairs; UsageError when one is wrong."""
     from analysis.findings import RULES, FindingsConfigError, load
     try:
-        return load(RULES, getattr(args, "rules", None), getattr(args, "set", None) or [])
+        return load(RULES, rules, list(settings))
     except FindingsConfigError as exc:
         raise UsageError(str(exc)) from None
 
@@ -121,18 +121,23 @@ def check_window(text: str) -> float:
 
 
 @dataclass(frozen=True)
-class Checked:
-    """What the arguments give once checked (before Spark starts): Spark settings and the rules' thresholds."""
+class Request:
+    """One analysis as values: the datasets, the time range, the window (None: chosen from the capture's
+    span), the rules' thresholds (None: their defaults) and the Spark settings the user gave."""
 
-    conf: dict[str, str]
-    findings: Any
+    datasets: Sequence[str]
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    window: str | None = None
+    findings: Any = None
+    conf: Mapping[str, str] = field(default_factory=dict)
 
 
-def check_arguments(args: argparse.Namespace) -> Checked:
-    """Everything in the arguments that can be wrong without Spark, checked before it starts: ``--set`` and
-    ``--rules``, ``--conf``, ``--window``, ``--since``/``--until``, ``--limit`` and where results go.
-    AnalysisError (one line) for the first problem."""
-    cfg = findings_config(args)
+def check_arguments(args: argparse.Namespace) -> Request:
+    """The analysis a command line asks for, once everything in it that can be wrong without Spark is checked,
+    before it starts: ``--set`` and ``--rules``, ``--conf``, ``--window``, ``--since``/``--until``, ``--limit``
+    and where results go. AnalysisError (one line) for the first problem."""
+    cfg = findings_config(getattr(args, "rules", None), getattr(args, "set", None) or [])
     conf = spark_conf(getattr(args, "conf", None) or [])
     if getattr(args, "window", None) is not None:
         check_window(args.window)
@@ -157,7 +162,8 @@ def check_arguments(args: argparse.Namespace) -> Checked:
             raise UsageError(f"--out {out}: is a file, expected a directory")
         if not os.path.isdir(parent):
             raise UsageError(f"--out {out}: directory {parent} does not exist")
-    return Checked(conf, cfg)
+    return Request(datasets=list(args.datasets), since=since, until=until, window=getattr(args, "window", None),
+                   findings=cfg, conf=conf)
 
 
 @dataclass(frozen=True)
@@ -195,7 +201,7 @@ def workers(spark: Any) -> int:
     return max(2, min(8, 2 * cores))
 
 
-def prepare(spark: Any, args: argparse.Namespace, findings: Any = None, stats: Stats | None = None) -> Any:
+def prepare(spark: Any, request: Request, stats: Stats | None = None) -> Any:
     """The datasets read and cut to the time range, exchanges parsed into facts and kept, the window chosen:
     ``(dataset, options)``. One Spark job reads and parses everything and gives the capture's span."""
     from pyspark.sql import functions as F
@@ -203,32 +209,31 @@ def prepare(spark: Any, args: argparse.Namespace, findings: Any = None, stats: S
     from analysis import dataset, session
 
     t0 = time.monotonic()
-    ds = dataset.cached(dataset.load(spark, args.datasets, args.since, args.until))
-    session.size_shuffle(spark, ds.input_bytes, user_set="spark.sql.shuffle.partitions" in spark_conf(args.conf))
+    ds = dataset.cached(dataset.load(spark, request.datasets, request.since, request.until))
+    session.size_shuffle(spark, ds.input_bytes, user_set="spark.sql.shuffle.partitions" in request.conf)
     ts = F.coalesce("request_ts", "response_ts")
     span = ds.exchanges.agg(F.min(ts).alias("a"), F.max(ts).alias("b")).first()
     if stats:
         stats.mark("read + parse + cache exchanges", t0)
-    window = args.window
+    window = request.window
     if window is None:
         if span is None or span["a"] is None:
             ds.release()
             raise UsageError("no exchanges in the time range given (--since/--until)")
         window = window_for((span["b"] - span["a"]).total_seconds())
-    return ds, Options(window=window, findings=findings if findings is not None else findings_config(args))
+    return ds, Options(window=window, findings=request.findings if request.findings is not None else findings_config())
 
 
-def analyze(spark: Any, args: argparse.Namespace, jobs: Sequence[str],
-            progress: Callable[[int, int, str], None] | None = None, findings: Any = None,
-            stats: Stats | None = None) -> Results:
-    """Every table of ``jobs`` over the datasets named in ``args``, collected (small, aggregated tables only).
+def analyze(spark: Any, request: Request, jobs: Sequence[str],
+            progress: Callable[[int, int, str], None] | None = None, stats: Stats | None = None) -> Results:
+    """Every table of ``jobs`` over the datasets of ``request``, collected (small, aggregated tables only).
 
     The jobs' tables are independent queries over the same kept facts: several threads build and
     collect them at once (each in its own FAIR pool locally). Whatever was kept for the run is released
     at the end, so a long-running Spark Connect server does not keep it.
     """
     try:
-        return _analyze(spark, args, jobs, progress, findings, stats)
+        return _analyze(spark, request, jobs, progress, stats)
     finally:
         from analysis.session import is_remote
         if not is_remote(getattr(spark, "session", spark)):
@@ -239,8 +244,8 @@ def analyze(spark: Any, args: argparse.Namespace, jobs: Sequence[str],
             gc.collect()
 
 
-def _analyze(spark: Any, args: argparse.Namespace, jobs: Sequence[str],
-             progress: Callable[[int, int, str], None] | None, findings: Any, stats: Stats | None) -> Results:
+def _analyze(spark: Any, request: Request, jobs: Sequence[str],
+             progress: Callable[[int, int, str], None] | None, stats: Stats | None) -> Results:
     import threading
     from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
@@ -252,7 +257,7 @@ def _analyze(spark: Any, args: argparse.Namespace, jobs: Sequence[str],
     group = f"kdissect-{os.getpid()}-{id(stats):x}"
     session.in_thread(spark, "kdissect-main", group)()
     try:
-        ds, opts = prepare(spark, args, findings, stats)
+        ds, opts = prepare(spark, request, stats)
     except Exception:
         running.check_alive()
         raise
@@ -473,17 +478,17 @@ def run_job(job: str, tables: Tables, argv: Sequence[str] | None = None, out: Te
     from analysis.session import Spark, remote_url, start
 
     try:
-        checked = check_arguments(args)
+        request = check_arguments(args)
         size = check_paths(args.datasets)
         stats = Stats()
         t0 = time.monotonic()
-        running = Spark(spark) if spark is not None else start(f"kdissect-{job}", args.master, checked.conf,
+        running = Spark(spark) if spark is not None else start(f"kdissect-{job}", args.master, request.conf,
                                                                 remote_url(args.remote), size)
         stats.mark("Spark session", t0)
         try:
             progress = Progress(sys.stderr, f"analysis {job}")
             try:
-                results = analyze(running, args, [job], progress, checked.findings, stats)
+                results = analyze(running, request, [job], progress, stats)
             finally:
                 progress.clear()
             if args.profile:

@@ -440,6 +440,10 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
         settings.update(LOCAL_DEFAULTS)
         settings["spark.sql.shuffle.partitions"] = str(SHUFFLE_PARTITIONS_LOCAL)
     settings.update(conf or {})
+    if "spark.pyspark.python" not in settings and "PYSPARK_PYTHON" not in os.environ:
+        # Python tasks (spark-decode's, a notebook's UDFs) run this Python, which has kdissect's
+        # dependencies, not whatever `python3` is first on PATH.
+        os.environ["PYSPARK_PYTHON"] = sys.executable
     for key, value in settings.items():
         builder = builder.config(key, value)
     try:

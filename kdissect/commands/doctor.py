@@ -137,7 +137,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
     """Decode, analyze, print; the exit status (0; 1 for a critical finding; 3 for a damaged input).
     UsageError for bad use, KdissectError when it cannot do its work."""
     out = out or sys.stdout
-    from analysis.findings import RULES, FindingsConfigError, load
+    from analysis.exceptions import UsageError as AnalysisUsageError
+    from analysis.runner import findings_config
     from kdissect.run.decode import decode_files
     from kdissect.run.inputs import capture_files
     from kdissect.run.progress import ProgressLine
@@ -145,8 +146,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
     from kdissect.run.summary import damage_lines
 
     try:
-        load(RULES, args.rules, args.set)  # checked before anything is decoded; the jobs load it again
-    except FindingsConfigError as exc:
+        findings = findings_config(args.rules, args.set)  # checked before anything is decoded
+    except AnalysisUsageError as exc:
         raise UsageError(str(exc)) from None
     _check_outputs(args)
     files = capture_files(args.inputs)
@@ -173,7 +174,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
                 raise DamagedInput(f"{'; '.join(damage)}: no Kafka exchange could be read, nothing to judge")
             if not decoded.counts.exchanges:
                 raise UsageError("no Kafka exchanges in the input: nothing to judge (are --ports right?)")
-            results = _analyze(dataset_dir, args, starting.wait())
+            results = _analyze(dataset_dir, findings, starting.wait())
     finally:
         starting.stop()
     results["findings"] = with_paths(results.get("findings", []), paths)
@@ -258,14 +259,12 @@ class _SparkStart:
             self.running = None
 
 
-def _analyze(dataset_dir: str, args: argparse.Namespace, spark: Any) -> dict[str, list[dict]]:
+def _analyze(dataset_dir: str, findings: Any, spark: Any) -> dict[str, list[dict]]:
     """Every analysis table of the dataset, findings included, as the JSON-ready results object."""
     from analysis import runner
     from analysis.exceptions import AnalysisError
 
-    job_args = argparse.Namespace(datasets=[dataset_dir], since=None, until=None, window=None, conf=[],
-                                  set=args.set, rules=args.rules)
     try:
-        return runner.as_json(runner.analyze(spark, job_args, runner.JOBS))
+        return runner.as_json(runner.analyze(spark, runner.Request([dataset_dir], findings=findings), runner.JOBS))
     except AnalysisError as exc:
         raise KdissectError(str(exc)) from None

@@ -146,25 +146,6 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def session(master: str | None, app: str = "kdissect spark-decode") -> Any:
-    """A SparkSession: ``master`` if given, else spark-submit's, else ``local[*]``; Spark's progress bar on."""
-    from pyspark import SparkConf
-    from pyspark.sql import SparkSession
-
-    conf = SparkConf()
-    builder = SparkSession.builder.appName(app).config("spark.ui.showConsoleProgress", "true")
-    if master:
-        builder = builder.master(master)
-    elif not conf.contains("spark.master"):
-        builder = builder.master("local[*]")
-    if not conf.contains("spark.pyspark.python") and "PYSPARK_PYTHON" not in os.environ:
-        # The executors' Python is this one (with kdissect installed), not whatever `python3` is first on PATH.
-        os.environ["PYSPARK_PYTHON"] = sys.executable
-    from analysis.session import quiet_jvm_start
-    with quiet_jvm_start():
-        return builder.getOrCreate()
-
-
 def run(args: Any, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     """The command, from ``kdissect spark-decode``'s parsed arguments."""
     from kdissect.errors import EXIT_DAMAGED
@@ -175,7 +156,8 @@ def run(args: Any, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
         import pyspark  # noqa: F401
     except ModuleNotFoundError:
         raise KdissectError("spark-decode needs PySpark: pip install 'pyspark>=4.0' (and Java 17)") from None
-    spark = session(args.master)
+    from analysis.session import build_session   # the one session builder, the analysis' too
+    spark = build_session("kdissect spark-decode", args.master, {"spark.ui.showConsoleProgress": "true"})
     try:
         result = spark_decode(spark, args.inputs, args.output, options, shards=args.shards,
                               warn=lambda msg: err.write(f"kdissect: warning: {msg}\n"))

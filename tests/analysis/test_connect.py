@@ -6,7 +6,6 @@ stops. The server reads the datasets from this machine's file system, as it woul
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import socket
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import cli, runner
+from analysis import runner
 
 pytestmark = pytest.mark.slow
 
@@ -68,9 +67,7 @@ def dataset(tmp_path_factory) -> Path:
 
 
 def local_results(spark, dataset: Path) -> dict:
-    p = argparse.ArgumentParser()
-    cli.add_arguments(p)
-    return runner.as_json(runner.analyze(spark, p.parse_args([str(dataset)]), runner.JOBS))
+    return runner.as_json(runner.analyze(spark, runner.Request([str(dataset)]), runner.JOBS))
 
 
 def test_every_table_on_a_connect_server_equals_the_local_one(spark, server, env, dataset, tmp_path):

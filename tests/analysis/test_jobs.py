@@ -9,13 +9,12 @@ with a job of its own, a ``count()`` to decide something) shows up here before i
 
 from __future__ import annotations
 
-import argparse
 import gc
 from pathlib import Path
 
 import pytest
 
-from analysis import cli, findings, runner
+from analysis import findings, runner
 
 pytestmark = pytest.mark.slow
 
@@ -39,11 +38,8 @@ def bound(queries: int) -> int:
 
 
 def test_a_samples_analysis_stays_under_its_job_bound(spark, dataset):
-    p = argparse.ArgumentParser()
-    cli.add_arguments(p)
-    args = p.parse_args([str(dataset)])
     stats = runner.Stats()
-    results = runner.analyze(spark, args, runner.JOBS, stats=stats)
+    results = runner.analyze(spark, runner.Request([str(dataset)]), runner.JOBS, stats=stats)
     assert results["summary"].num_rows == 1 and results["latency_by_api"].num_rows > 0
     # Every table is a query, except the findings: one query per rule.
     queries = len(results) - 1 + len(findings.RULES)
@@ -57,9 +53,7 @@ def test_an_analysis_leaves_no_jvm_object_to_the_cycle_collector(spark, dataset)
     with each broadcast join's hash table (a whole memory page each, 64 MB in this session), and the
     next analyses in the same JVM ran out of heap."""
     from py4j.java_gateway import JavaObject
-    p = argparse.ArgumentParser()
-    cli.add_arguments(p)
-    runner.analyze(spark, p.parse_args([str(dataset)]), runner.JOBS)
+    runner.analyze(spark, runner.Request([str(dataset)]), runner.JOBS)
     gc.set_debug(gc.DEBUG_SAVEALL)
     try:
         gc.collect()

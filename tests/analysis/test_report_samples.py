@@ -5,7 +5,6 @@ caption, and every table fits inside its card."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import subprocess
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import kdissect
-from analysis import cli, html_report, runner
+from analysis import html_report, runner
 
 from .browser import chromium_binary, open_pages
 from .report_dom import OVER_TIME, PROBE, layout_problems, time_series_problems
@@ -33,9 +32,7 @@ def computed(spark, dataset: Path, jobs) -> dict:  # type: ignore[no-untyped-def
     """``kdissect analyze``'s tables of ``jobs`` over ``dataset`` (collected), on the test run's Spark session."""
     # What earlier tests left cached on the shared session is not this analysis' to carry.
     spark.catalog.clearCache()
-    p = argparse.ArgumentParser()
-    cli.add_arguments(p)
-    return runner.analyze(spark, p.parse_args([str(dataset)]), jobs)
+    return runner.analyze(spark, runner.Request([str(dataset)]), jobs)
 
 
 @pytest.fixture(scope="module")

@@ -213,6 +213,15 @@ def test_data_source_reads_a_rotated_capture_as_one_unless_told_otherwise(spark,
     assert len({r[0] for r in apart}) == len(files)
 
 
+def test_spark_decode_says_in_one_line_that_its_master_does_not_answer(inputs: Path, tmp_path: Path) -> None:
+    # The analysis' session builder and checks: nothing starts a JVM for a master nobody listens at.
+    master = f"spark://127.0.0.1:{free_port()}"
+    run = subprocess.run([sys.executable, "-m", "kdissect", "spark-decode", str(inputs), "-o", str(tmp_path / "o"),
+                          "--master", master], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1
+    assert run.stderr.count("\n") == 1 and master in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
 # -- a real standalone cluster -------------------------------------------------------------------
 
 def _spark_class() -> Path:
