@@ -25,7 +25,6 @@ from typing import Any
 
 from capture.flows import IGNORED, KAFKA, UNDECIDED, Flow
 from capture.packet import key_endpoints, reverse_key
-from capture.reassembly import HalfStream
 
 # Kinds of record: its first byte after the time.
 _KAFKA, _IGNORED, _CLOSED, _QUIET = 0, 1, 2, 3      # _QUIET: undecided, no byte of data yet (a handshake)
@@ -46,17 +45,6 @@ def canonical(key: bytes) -> bytes:
     """The key of a connection whichever direction a packet of it goes."""
     rkey = reverse_key(key)
     return key if key <= rkey else rkey
-
-
-def _half(hs: HalfStream) -> tuple:
-    return (hs.next_seq, hs.offset, hs.isn, hs.started, hs.peer_ack, hs.dup_segments, hs.ooo_segments, hs.gaps,
-            hs.gap_bytes, hs.conflicts)
-
-
-def _set_half(hs: HalfStream, state: tuple) -> None:
-    (hs.next_seq, hs.offset, hs.isn, hs.started, hs.peer_ack, hs.dup_segments, hs.ooo_segments, hs.gaps,
-     hs.gap_bytes, hs.conflicts) = state
-    hs._last_off = hs.offset
 
 
 class Words:
@@ -84,7 +72,7 @@ def rest(flow: Flow, words: Words) -> bytes | None:
         return _HEAD.pack(flow.last_ts, _IGNORED) + marshal.dumps((flow.key <= flow.rkey, flow.serial,
                                                                     flow.first_ts))
     h0, h1 = flow.h0, flow.h1
-    if (flow.gate is not None or flow.closing or h0._offs or h1._offs or h0.fin_off is not None
+    if (flow.gate is not None or flow.closing or h0.has_pending() or h1.has_pending() or h0.fin_off is not None
             or h1.fin_off is not None):
         return None
     if flow.state == UNDECIDED:
@@ -92,8 +80,8 @@ def rest(flow: Flow, words: Words) -> bytes | None:
         if flow.ops or flow.bufs[0] or flow.bufs[1] or flow.causal_cap is not None:
             return None
         return _HEAD.pack(flow.last_ts, _QUIET) + marshal.dumps((
-            flow.key <= flow.rkey, flow.serial, flow.first_ts, flow.client_half, flow.syn_seen, _half(h0), _half(h1),
-            tuple(flow.full), tuple(flow.lost_start)))
+            flow.key <= flow.rkey, flow.serial, flow.first_ts, flow.client_half, flow.syn_seen, h0.snapshot(),
+            h1.snapshot(), tuple(flow.full), tuple(flow.lost_start)))
     if flow.state != KAFKA:
         return None
     conn = flow.conn
@@ -107,7 +95,7 @@ def rest(flow: Flow, words: Words) -> bytes | None:
     return _HEAD.pack(flow.last_ts, _KAFKA) + marshal.dumps((
         flow.key <= flow.rkey, flow.serial, flow.first_ts, flow.client_half, flow.syn_seen, flow.causal_cap is not None,
         words.number(info.detection), info.handshake_seen, None if info.first_ts == flow.first_ts else info.first_ts,
-        None if info.last_ts == flow.last_ts else info.last_ts, _half(h0), _half(h1), state))
+        None if info.last_ts == flow.last_ts else info.last_ts, h0.snapshot(), h1.snapshot(), state))
 
 
 def wake(record: bytes, canon: bytes, pipeline: Any) -> Flow:
@@ -133,8 +121,8 @@ def wake(record: bytes, canon: bytes, pipeline: Any) -> Flow:
         if client_half is not None:
             flow.set_roles(client_half)
         flow.syn_seen = syn_seen
-        _set_half(flow.h0, half0)
-        _set_half(flow.h1, half1)
+        flow.h0.restore(half0)
+        flow.h1.restore(half1)
         flow.full, flow.lost_start = list(full), list(lost_start)
         return flow
     (_, _, _, client_half, syn_seen, capped, detection, handshake_seen, info_first, info_last, half0, half1,
@@ -147,8 +135,8 @@ def wake(record: bytes, canon: bytes, pipeline: Any) -> Flow:
     info.handshake_seen = handshake_seen
     info.first_ts = flow.first_ts if info_first is None else info_first
     info.last_ts = last if info_last is None else info_last
-    _set_half(flow.h0, half0)
-    _set_half(flow.h1, half1)
+    flow.h0.restore(half0)
+    flow.h1.restore(half1)
     flow.bufs = flow.full = flow.held = flow.lost_start = None     # detection is over
     flow.conn = pipeline.resume_connection(state)
     return flow

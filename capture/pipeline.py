@@ -172,18 +172,13 @@ def _established(pipe: Pipeline, flow: Flow, h: int, hs: HalfStream, peer: HalfS
     released = None
     if flags & ACK:
         peer.peer_ack = ack
-        if peer._offs:
+        if peer.has_pending():
             released = pipe._emit(flow, 1 - h, peer.acked(ts), ts)
     if not payload and not missing:
         return released
     # Fast path: the next bytes in order, nothing buffered, all captured.
-    if seq == hs.next_seq and not hs._offs and not missing:
-        n = len(payload)
-        hs.next_seq = (seq + n) & MASK
-        off = hs.offset
-        hs._last_off = off
-        hs._last = payload
-        hs.offset = off + n
+    if seq == hs.next_seq and not missing and not hs.has_pending():
+        off = hs.take_next(payload)
         if flow.state == KAFKA:
             try:
                 dev = flow.conn.feed(flow.dirs[h], payload, ts)
@@ -478,7 +473,7 @@ class Pipeline:
             return out
         if flags & ACK:
             peer.peer_ack = ack
-            if peer._offs:
+            if peer.has_pending():
                 out += self._emit(flow, 1 - h, peer.acked(ts), ts)
         if payload or missing or (flags & FIN and not hs.started):
             out += self._emit(flow, h, hs.add((seq + 1) & MASK if flags & SYN else seq,
@@ -610,7 +605,7 @@ class Pipeline:
         if flags & ACK:
             ack_of = ack
             peer.peer_ack = ack
-            if peer._offs:
+            if peer.has_pending():
                 out += self._emit(flow, 1 - h, peer.acked(ts), ts)
         if payload or missing:
             out += self._emit(flow, h, hs.add(seq, payload, missing, ts, ack_of), ts)
@@ -881,7 +876,7 @@ class Pipeline:
             if flow.state <= KAFKA and not flow.closed:
                 for h in (0, 1):
                     hs = flow.half(h)
-                    if hs.has_pending:
+                    if hs.has_pending():
                         yield from self._emit(flow, h, hs.expire(ts), ts)
             if quiet <= linger:
                 continue

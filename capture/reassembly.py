@@ -46,9 +46,8 @@ Op = tuple  # one of the shapes in the module docstring
 class HalfStream:
     """Ordering state of one direction.
 
-    :func:`capture.pipeline._established` inlines :meth:`add` for its commonest
-    case (the next bytes, nothing buffered): it updates ``next_seq``, ``offset``,
-    ``_last`` and ``_last_off`` itself, exactly as :meth:`_deliver` would.
+    :meth:`take_next` is :meth:`add`'s commonest case on its own (the next bytes, nothing
+    buffered, all captured), for :func:`capture.pipeline._established`'s fast path.
     """
 
     __slots__ = (
@@ -99,9 +98,30 @@ class HalfStream:
         self.gap_bytes = 0
         self.conflicts = 0
 
-    @property
     def has_pending(self) -> bool:
+        """Whether out-of-order bytes wait for a hole before them to fill."""
         return bool(self._offs)
+
+    def take_next(self, payload: bytes) -> int:
+        """Deliver ``payload``, the next bytes in order, when nothing is pending (as :meth:`add` would,
+        without an op); its stream offset."""
+        off = self.offset
+        self.next_seq = (self.next_seq + len(payload)) & MASK
+        self._last_off = off
+        self._last = payload
+        self.offset = off + len(payload)
+        return off
+
+    def snapshot(self) -> tuple:
+        """The state of a direction with nothing pending, as plain values (a connection at rest keeps it)."""
+        return (self.next_seq, self.offset, self.isn, self.started, self.peer_ack, self.dup_segments,
+                self.ooo_segments, self.gaps, self.gap_bytes, self.conflicts)
+
+    def restore(self, state: tuple) -> None:
+        """Back to a :meth:`snapshot` (the last payload, kept to vet retransmissions, is not kept at rest)."""
+        (self.next_seq, self.offset, self.isn, self.started, self.peer_ack, self.dup_segments,
+         self.ooo_segments, self.gaps, self.gap_bytes, self.conflicts) = state
+        self._last_off = self.offset
 
     @property
     def finished(self) -> bool:

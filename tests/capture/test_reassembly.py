@@ -200,7 +200,7 @@ def test_far_away_segment_is_out_of_window() -> None:
     hs.syn(0)
     ops = hs.add(1 + (1 << 31) - 5, b"x", 0, 0)
     assert ops[0][0] == OUT_OF_WINDOW
-    assert not hs.has_pending
+    assert not hs.has_pending()
 
 
 def test_old_retransmission_is_dropped() -> None:
