@@ -76,7 +76,8 @@ def cut(capture: Path, packets: int, work: Path) -> Path:
 
 def prepare(checkout: Path) -> None:
     """Bytecode for every package of ``checkout``, so that no run compiles sources."""
-    packages = [str(checkout / p) for p in ("capture", "dissector", "kdissect")]
+    packages = [str(checkout / p) for p in ("capture", "dissector", "kdissect", "payloads", "hotpath")
+                if (checkout / p).is_dir()]
     subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], check=True, capture_output=True)
 
 
