@@ -115,7 +115,9 @@ def consumer_lag(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
     basis = F.coalesce("committed_offset", "fetch_position")
     return (grouped.select(*cols).unionByName(alone.select(*cols))
             .join(high_watermarks(exchanges, partitions), TP, "left")
-            .withColumn("lag", F.greatest(F.col("high_watermark") - basis, F.lit(0)))
+            # greatest() skips a null: without a high watermark it would say 0, where there is no lag to say.
+            .withColumn("lag", F.when(F.col("high_watermark").isNotNull() & basis.isNotNull(),
+                                      F.greatest(F.col("high_watermark") - basis, F.lit(0))))
             .withColumn("lag_from", F.when(F.col("committed_offset").isNotNull(), F.lit("committed"))
                         .when(F.col("fetch_position").isNotNull(), F.lit("fetch_position")))
             .select(*LAG))

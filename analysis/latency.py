@@ -66,7 +66,8 @@ def classified(exchanges: DataFrame, partitions: DataFrame, idle_fraction: float
     with_records = answered.join(fetched_records(partitions), frames.KEYS, "left")
     idle = (fetch & (F.coalesce(F.col("records"), F.lit(0)) == 0) & (F.col("max_wait_ms") > 0)
             & (F.col("latency_ms") >= F.col("max_wait_ms") * idle_fraction))
-    return with_records.withColumn("idle", idle).drop("records")
+    # A request without max_wait_ms (0.7's Fetch) makes the rule null: no wait asked for, so no idle poll.
+    return with_records.withColumn("idle", F.coalesce(idle, F.lit(False))).drop("records")
 
 
 def timed(classified_exchanges: DataFrame) -> DataFrame:

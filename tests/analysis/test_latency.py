@@ -45,6 +45,14 @@ def test_percentiles_are_observed_values_and_idle_fetches_are_left_out(spark, ro
         f"api_name string, api_version int, {STATS}"))
 
 
+def test_a_fetch_that_asks_no_wait_is_timed(spark):
+    # Kafka 0.7's Fetch has no max_wait_ms: it asked for no wait, so it is no idle long-poll.
+    ex = table(spark, "exchanges", [exchange(1, "Fetch", api_key=1, latency=7.0, version=0, request={"topics": []})])
+    classified = latency.classified(ex, table(spark, "partitions", []))
+    assert [r["idle"] for r in classified.collect()] == [False]
+    assert latency.timed(classified).count() == 1
+
+
 def test_idle_fetches_are_counted_apart_per_client_and_broker(spark, rows):
     classified, _ = rows
     assertDataFrameEqual(latency.idle_fetches(classified), spark.createDataFrame(

@@ -29,10 +29,7 @@ def test_latency_histogram_counts_what_the_latency_tables_count(both) -> None:
     from analysis import frames, latency
     fold, ds = both
     rows = latency.classified(ds.exchanges, ds.partitions)
-    # latency.timed keeps ``~idle``, which is null, so drops the row, for a Fetch whose request has no
-    # max_wait_ms (0.7's) and that returned nothing: by the module's rule that is no idle long-poll, and
-    # the fold times it. Compared here by the rule, not by that null.
-    busy = rows.where(~F.coalesce("idle", F.lit(False)))
+    busy = latency.timed(rows)
     got = {(r["api"], r["broker"]): (r["n"], r["s"]) for r in busy.groupBy(
         F.coalesce("api_name", F.lit("unknown")).alias("api"), frames.broker().alias("broker"))
         .agg(F.count(F.lit(1)).alias("n"), (F.sum("latency_ms") / 1000).alias("s")).collect()}
@@ -48,9 +45,7 @@ def test_consumer_lag_equals_the_consumer_lag_table(both) -> None:
     fold, ds = both
     table = {(r["group_id"], r["topic"], r["partition"]): r["lag"]
              for r in lag.consumer_lag(ds.exchanges, ds.partitions).collect()
-             # Without a high watermark the table's lag reads 0 (greatest() skips the null), where its
-             # docstring, and the fold, say there is no lag.
-             if r["group_id"] is not None and r["high_watermark"] is not None}
+             if r["group_id"] is not None and r["lag"] is not None}
     assert table and fold.lag() == table
 
 
