@@ -6,10 +6,10 @@ theirs, so the decision of how they load lives outside all of them.
 
 ``setup.py`` compiles the hot path (its ``HOT_MODULES``) with Cython next to the ``.py`` files,
 and Python's import system prefers the compiled copy. ``KDISSECT_PURE=1`` in the environment
-makes imports of those packages' modules load the ``.py`` source instead: fuzzing needs it (atheris instruments bytecode), tracebacks get line numbers, and the
-tests use it to hold both builds to the same dataset. A ``.py`` edited after its compiled copy
-was built is loaded as source too, so an edit always takes effect (at Python's speed until the
-next ``pip install -e .``).
+makes imports of those packages' modules load the ``.py`` source instead: fuzzing needs it
+(atheris instruments bytecode), tracebacks get line numbers, and the tests use it to hold both
+builds to the same dataset. A ``.py`` edited after its compiled copy was built is loaded as source
+too, so an edit always takes effect (at Python's speed until the next ``pip install -e .``).
 """
 from __future__ import annotations
 
