@@ -14,6 +14,11 @@ their methods are C calls: attribute look-ups were the largest single cost left 
 built by Cython at compile time, where Python would exec its generated methods at import, ~0.6 ms
 each: that was 24 ms of every run's start-up for the 38 a decode loaded.
 
+What cannot be said in Python at any speed (a CRC over raw bytes, a list's storage) is C in one
+module, ``hotpath/_speedups.pyx`` (``C_MODULES``), with a pure-Python twin of each function;
+compiled modules cimport the C functions, their ``.py`` imports ``hotpath.speedups``. It is built
+first: the modules that cimport it cannot load without it, so if it does not compile, nothing is.
+
 Everything else is in ``pyproject.toml``. A failed compile is a warning, never a failed
 install: kdissect then runs as Python.
 
@@ -34,7 +39,7 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 # The modules every packet or exchange passes through. Packages' __init__ files stay Python:
-# dissector/__init__.py installs the KDISSECT_PURE switch before any of these load.
+# hotpath/__init__.py, which each of them imports first, installs the KDISSECT_PURE switch.
 HOT_MODULES = [
     "capture/capfile.py", "capture/causal.py", "capture/detect.py", "capture/flows.py",
     "capture/packet.py", "capture/pcapfile.py", "capture/pcapng.py", "capture/pipeline.py",
@@ -49,6 +54,9 @@ HOT_MODULES = [
     "kdissect/metrics/fold.py", "kdissect/dataset/payload_columns.py", "kdissect/dataset/rows.py",
     "payloads/avro.py", "payloads/avrofast.py", "payloads/decoder.py", "payloads/framing.py", "payloads/render.py",
 ]
+
+# The C helpers, with their pure twins beside them (hotpath/_speedups_pure.py).
+C_MODULES = ["hotpath/_speedups.pyx"]
 
 # Python semantics exactly: annotations are not C types (a Counter stays a valid dict argument),
 # and nothing that changes arithmetic or indexing is switched on.
@@ -82,12 +90,27 @@ class OptionalBuildExt(build_ext):
         # Largest first: a big module started last would compile alone while the other cores idle.
         self.extensions.sort(key=lambda e: -sum(os.path.getsize(s) for s in e.sources if os.path.exists(s)))
         self._done, self._lock, self._started = 0, threading.Lock(), time.monotonic()
+        self._total, self._helpers_failed = len(self.extensions), False
         if self.extensions:
             _say(f"compiling {len(self.extensions)} modules with {self.parallel} parallel jobs, largest first")
         try:
             super().run()
         except Exception as exc:  # no compiler, no Python headers: the .py files still work
             _warn(f"compiling the hot path failed ({exc})")
+
+    def build_extensions(self) -> None:
+        # The C helpers alone first: every module that cimports them needs them to load.
+        helpers = [e for e in self.extensions if _is_helper(e)]
+        for ext in helpers:
+            self.build_extension(ext)
+        if self._helpers_failed:
+            _warn("the C helpers (hotpath/_speedups.pyx) did not compile, so no module is")
+            return
+        everything, self.extensions = self.extensions, [e for e in self.extensions if not _is_helper(e)]
+        try:
+            super().build_extensions()
+        finally:
+            self.extensions = everything        # an in-place build copies them all next to their sources
 
     def build_extension(self, ext) -> None:
         if self.compiler.compiler_type == "unix":
@@ -98,10 +121,15 @@ class OptionalBuildExt(build_ext):
         except Exception as exc:
             _warn(f"{ext.name} did not compile ({exc})")
             outcome = "left as Python"
+            self._helpers_failed |= _is_helper(ext)
         with self._lock:
             self._done += 1
-            _say(f"{outcome} {ext.name} ({self._done}/{len(self.extensions)}, "
+            _say(f"{outcome} {ext.name} ({self._done}/{self._total}, "
                  f"{time.monotonic() - self._started:.0f} s)")
+
+
+def _is_helper(ext) -> bool:
+    return ext.name in {m[:-len(".pyx")].replace("/", ".") for m in C_MODULES}
 
 
 def extensions() -> list:
@@ -113,8 +141,8 @@ def extensions() -> list:
         _warn("Cython is not available")
         return []
     started = time.monotonic()
-    _say(f"translating {len(HOT_MODULES)} modules to C with Cython ({_cores()} processes) ...")
-    modules = cythonize(HOT_MODULES, compiler_directives=DIRECTIVES, nthreads=_cores(), quiet=True)
+    _say(f"translating {len(C_MODULES) + len(HOT_MODULES)} modules to C with Cython ({_cores()} processes) ...")
+    modules = cythonize(C_MODULES + HOT_MODULES, compiler_directives=DIRECTIVES, nthreads=_cores(), quiet=True)
     _say(f"translated in {time.monotonic() - started:.0f} s")
     return modules
 

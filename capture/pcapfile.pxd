@@ -1,7 +1,8 @@
 # Compiled build only (setup.py): the record loop's fields and offsets as C integers and the
 # buffer as a pointer (issue #8). pcapfile.py stays the only source; pure Python ignores this file.
 cimport cython
-from capture.shard cimport Dropping, _ipv4_share
+from capture.shard cimport Dropping
+from hotpath._speedups cimport frame_share
 
 @cython.locals(p="const unsigned char*", sec="unsigned long long", frac="unsigned long long",
                caplen="unsigned long long", wirelen="unsigned long long", end=Py_ssize_t,

@@ -15,12 +15,13 @@ from capture.records import Dropped, RawRecord, problem
 from capture.shard import Dropping, Share
 from capture.stream import CHUNK, ByteStream
 from hotpath import compiled_file
+from hotpath.speedups import frame_share
 from dissector.events import Anomaly
 
 MAX_SNAPLEN = 262144           # libpcap's and Wireshark's cap on a sane record
 RESYNC_WINDOW = 1 << 20        # how far past a corrupt record header to look for the next good one
 
-_COMPILED = compiled_file(__file__)     # the C helpers of this module's .pxd exist
+_COMPILED = compiled_file(__file__)     # hashing every frame to drop it early pays only in C
 
 # magic -> (byte order, ns per fraction unit, record header length)
 MAGICS: dict[bytes, tuple[str, int, int]] = {
@@ -262,8 +263,7 @@ def _plain_records(b: bytes, pos: int, n: int, hlen: int, little: bool, frac_ns:
             break
         ts = sec * 1_000_000_000 + frac * frac_ns
         seen += 1
-        if l3 >= 0 and seen & 4095 and _ipv4_share(p + pos + hlen, caplen,  # type: ignore  # noqa: F821
-                                                   l3, ethertype_at, count) not in (-1, index):
+        if l3 >= 0 and seen & 4095 and frame_share(b, pos + hlen, caplen, l3, ethertype_at, count) not in (-1, index):
             dropped += 1
         else:
             if dropped:

@@ -27,8 +27,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from hotpath import compiled_file, inheritable
-from dissector.crc import crc32c
+from hotpath import inheritable
+from hotpath.crc import crc32c
+from hotpath.speedups import crc32c_of, summary_json
 
 from dissector.codecs import CODEC_NAMES, Budget, BytesMode, codec_name, render_bytes
 from dissector.errors import (
@@ -39,8 +40,6 @@ from dissector.errors import (
 )
 from dissector.ints import be_int, be_uint
 from dissector.legacy import LEGACY_MIN_SIZE, LegacyMessage, count_wrapper, decode_message
-
-_COMPILED = compiled_file(__file__)     # the C helpers of this module's .pxd exist
 
 __all__ = [
     "ControlRecord",
@@ -320,16 +319,14 @@ class RecordsSummary:
 
     def json_bytes(self) -> bytes | None:
         """:meth:`to_dict` as compact JSON, as orjson writes it, or None: then the caller serializes
-        the dict. Compiled, a C writer (``records.pxd``) that gives None only for values it would not
-        write the same way (an escaped string, an int past 64 bits); as Python always None."""
-        if _COMPILED:
-            return _summary_json((  # type: ignore[name-defined]  # noqa: F821 - records.pxd, compiled only
-                self.total_bytes, self.magics, self.batch_count, self.record_count, self.legacy_wrappers,
-                self.first_offset, self.last_offset, self.first_timestamp, self.max_timestamp, self.codec,
-                self.producer_id, self.producer_epoch, self.base_sequence, self.transactional, self.control,
-                self.crc_checked, self.crc_failures, self.first_crc, self.partial_tail, self.tail_bytes,
-                self.error, self.error_offset))
-        return None
+        the dict (``hotpath.speedups.summary_json``: compiled, a C writer that declines values it
+        would not write the same way, such as escaped text or an int past 64 bits)."""
+        return summary_json((
+            self.total_bytes, self.magics, self.batch_count, self.record_count, self.legacy_wrappers,
+            self.first_offset, self.last_offset, self.first_timestamp, self.max_timestamp, self.codec,
+            self.producer_id, self.producer_epoch, self.base_sequence, self.transactional, self.control,
+            self.crc_checked, self.crc_failures, self.first_crc, self.partial_tail, self.tail_bytes,
+            self.error, self.error_offset))
 
 
 inheritable(RecordsSummary)     # dissector.v07.messages.MessageSetSummary
@@ -508,17 +505,6 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
 def _in_int64(value: int | None) -> int | None:
     """``value`` if int64 holds it, else None."""
     return value if value is not None and I64_MIN <= value <= I64_MAX else None
-
-
-def crc32c_of(b: bytes, start: int, end: int) -> int:
-    """CRC-32C of ``b[start:end]``. Compiled, a batch of up to 4 KiB is summed by a C loop over
-    ``b`` itself (``records.pxd``); larger ones go to the crc32c package, which is faster per byte."""
-    if not 0 <= start <= end <= len(b):
-        raise ValueError(f"bytes {start}..{end} of {len(b)}")
-    if _COMPILED and end - start <= 4096:
-        p = b
-        return _crc32c_in_place(p + start, end - start)  # type: ignore  # noqa: F821 - records.pxd
-    return crc32c(memoryview(b)[start:end])
 
 
 def _open_wrapper(data: bytes | bytearray | memoryview, pos: int, end: int, magic: int, codec: int, offset: int,

@@ -2,7 +2,8 @@
 
 Every package with compiled modules (``capture``, ``dissector``, ``kdissect``, ``payloads``) imports this
 one first; importing it installs the switch, before any compiled module can load. It imports nothing of
-theirs, so the decision of how they load lives outside all of them.
+theirs, so the decision of how they load lives outside all of them. The hot path's few C helpers
+(``_speedups.pyx``) and their pure twins are here too, chosen by ``speedups.py`` by the same switch.
 
 ``setup.py`` compiles the hot path (its ``HOT_MODULES``) with Cython next to the ``.py`` files,
 and Python's import system prefers the compiled copy. ``KDISSECT_PURE=1`` in the environment
@@ -20,7 +21,7 @@ import sys
 from dataclasses import MISSING
 from pathlib import Path
 
-PACKAGES = ("capture", "dissector", "kdissect", "payloads")
+PACKAGES = ("capture", "dissector", "kdissect", "payloads", "hotpath")
 _ENV = "KDISSECT_PURE"
 
 
@@ -83,6 +84,8 @@ def stale(roots: dict[str, list[Path]] | None = None) -> list[str]:
     out = []
     for name, built in sorted(_built(checkouts).items()):
         source = built.with_name(name.rpartition(".")[2] + ".py")
+        if not source.is_file():
+            source = source.with_suffix(".pyx")     # the C helpers' module (_speedups)
         if source.is_file() and _in_checkout(source.parent, name) and _stale(source):
             out.append(name)
     return out
@@ -165,9 +168,15 @@ def runs_as_python(roots: dict[str, list[Path]] | None = None) -> bool:
     return pure_requested() or bool(stale(roots))
 
 
+def switched_to_python() -> bool:
+    """Whether this process loads the hot path as Python (the switch is installed): then
+    ``hotpath.speedups`` gives the C helpers' pure twins too."""
+    return any(isinstance(f, _SourceFirst) for f in sys.meta_path)
+
+
 def install_pure_switch() -> None:
     """Install the switch when any module is to load as Python (once; at this module's import)."""
-    if any(isinstance(f, _SourceFirst) for f in sys.meta_path):
+    if switched_to_python():
         return
     if not runs_as_python():
         # Every compiled copy is newer than its source: the finder would find nothing to switch,

@@ -2,39 +2,7 @@
 # (issue #8). columns.py stays the only source; pure Python ignores this file.
 
 cimport cython
-
-cdef extern from *:
-    """
-    /* A list emptied with its allocation kept. The size goes to 0 before the cells
-       are released, so nothing a release runs can see them. */
-    static void kd_empty_keeping_capacity(PyObject *list) {
-        PyListObject *l = (PyListObject *)list;
-        Py_ssize_t n = Py_SIZE(l);
-        Py_SET_SIZE(l, 0);
-        while (n > 0) {
-            n--;
-            Py_DECREF(l->ob_item[n]);
-        }
-    }
-
-    /* Room for n cells, as list_resize would make it, without changing the size. */
-    static int kd_reserve_capacity(PyObject *list, Py_ssize_t n) {
-        PyListObject *l = (PyListObject *)list;
-        PyObject **items;
-        if (l->allocated >= n)
-            return 0;
-        items = (PyObject **)PyMem_Realloc(l->ob_item, (size_t)n * sizeof(PyObject *));
-        if (items == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        l->ob_item = items;
-        l->allocated = n;
-        return 0;
-    }
-    """
-    int _reserve_capacity "kd_reserve_capacity"(list values, Py_ssize_t n) except -1
-    void _empty_keeping_capacity "kd_empty_keeping_capacity"(list values)
+from hotpath._speedups cimport clear_keeping_capacity
 
 cdef class TextColumn:
     cdef public bytearray data, valid

@@ -15,7 +15,10 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING, Any
 
-from hotpath import compiled_file
+# A column's list is emptied for the next row group keeping its storage: the writer sized it for a
+# row group (reserve_list), which spares a list grown by appends its dozens of reallocations and
+# copies on the way to 20,000 cells, ~4k instructions an exchange. As Python, clear() (hotpath.speedups).
+from hotpath.speedups import clear_keeping_capacity
 
 if TYPE_CHECKING:
     import numpy as np
@@ -63,7 +66,7 @@ class TextColumn:
         if k == len(self.ends):
             data, ends, valid = self.data, self.ends[:], self.valid
             self.data, self.valid = bytearray(), bytearray()
-            _empty(self.ends)
+            clear_keeping_capacity(self.ends)
             return data, ends, valid
         cut = self.ends[k - 1] if k else 0
         data, ends, valid = bytes(self.data[:cut]), self.ends[:k], self.valid[:k]
@@ -82,34 +85,11 @@ def take(col: Buffer, k: int) -> Any:
         return col.take(k)
     if k == len(col):
         values = col[:]
-        _empty(col)
+        clear_keeping_capacity(col)
     else:
         values = col[:k]
         del col[:k]
     return values
-
-
-_COMPILED = compiled_file(__file__)     # the C helpers of this module's .pxd exist
-
-
-# A column list grown by appends is reallocated and copied dozens of times on its way to a
-# row group's 20,000 cells, and Python gives an emptied list's memory back, so every
-# row group would grow it again: ~4k instructions an exchange. Compiled, two C helpers
-# in ``columns.pxd`` size each list for a row group once and keep that memory; a list
-# has no such operations in Python, where they are a no-op and ``clear()``.
-
-def reserve(col: list[Any], n: int) -> None:
-    """Make room in ``col`` for ``n`` cells (compiled build only)."""
-    if _COMPILED:
-        _reserve_capacity(col, n)  # noqa: F821 - declared in columns.pxd; exists compiled only
-
-
-def _empty(col: list[Any]) -> None:
-    """Empty a column's list for the next row group (compiled: keeping its memory)."""
-    if _COMPILED:
-        _empty_keeping_capacity(col)  # noqa: F821 - declared in columns.pxd; exists compiled only
-    else:
-        col.clear()
 
 
 def _validity(valid: bytearray | None) -> pa.Buffer | None:

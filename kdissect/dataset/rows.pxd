@@ -6,6 +6,7 @@ from capture.flows cimport ConnectionInfo
 from dissector.events cimport Exchange, Request, Response
 from dissector.records cimport RecordsSummary
 from kdissect.dataset.bodies cimport body_bytes
+from hotpath._speedups cimport find
 
 cdef class Tally:
     cdef public object partitions, records, record_bytes
@@ -36,24 +37,6 @@ cpdef _plan_key(api_key, kind, version)
 
 @cython.locals(text=bytes)
 cpdef _nested_error(text)
-
-cdef extern from *:
-    """
-    /* bytes.find(key, start) on the buffers themselves, for a start within the text. */
-    static inline Py_ssize_t kd_memmem_at(const char *text, Py_ssize_t n, const char *key, Py_ssize_t m,
-                                          Py_ssize_t start) {
-        const char *at;
-        if (start < 0 || start > n)
-            return -1;
-        at = (const char *)memmem(text + start, (size_t)(n - start), key, (size_t)m);
-        return at == NULL ? -1 : at - text;
-    }
-    """
-    Py_ssize_t _memmem_at "kd_memmem_at"(const char *text, Py_ssize_t n, const char *key, Py_ssize_t m,
-                                         Py_ssize_t start)
-
-@cython.locals(p="const char*", k="const char*")
-cpdef Py_ssize_t _find(bytes text, bytes key, Py_ssize_t start) except -2
 
 cdef class RowOptions:
     cdef readonly object records, record_bytes, max_decompressed, payloads

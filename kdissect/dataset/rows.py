@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from capture.flows import ConnectionInfo
-from hotpath import compiled_file
+from hotpath.speedups import find
 from dissector.events import KAFKA_PROTOCOL, Anomaly, Direction, Exchange, Request, Response
 from dissector.records import (
     DEFAULT_MAX_DECOMPRESSED,
@@ -50,7 +50,6 @@ _DIRECTION = {Direction.TO_BROKER: "request", Direction.TO_CLIENT: "response"}
 _NESTED_ERROR = re.compile(rb'"error_code":(-?[1-9][0-9]*)').search
 _ERROR_KEY = b'"error_code":'
 _VALUE_AT = len(_ERROR_KEY)          # from where the key starts to where its value does
-_COMPILED = compiled_file(__file__)     # the C helpers of this module's .pxd exist
 
 
 def _nested_error(text: bytes) -> int:
@@ -60,23 +59,13 @@ def _nested_error(text: bytes) -> int:
     which cost more than the rest of the error lookup, runs only from a key whose value does
     not, and finds what it would have found from the start.
     """
-    at = _find(text, _ERROR_KEY, 0)
+    at = find(text, _ERROR_KEY, 0)
     while at >= 0:
         if at + _VALUE_AT >= len(text) or text[at + _VALUE_AT] != 48:     # not b"0"
             m = _NESTED_ERROR(text, at)
             return int(m.group(1)) if m else 0
-        at = _find(text, _ERROR_KEY, at + _VALUE_AT)
+        at = find(text, _ERROR_KEY, at + _VALUE_AT)
     return 0
-
-
-def _find(text: bytes, key: bytes, start: int) -> int:
-    """``text.find(key, start)`` (0 <= start <= len(text)). Compiled, C's ``memmem`` on the bytes
-    themselves (rows.pxd): the method call cost more than the search in a response's JSON."""
-    if _COMPILED:
-        p = text
-        k = key
-        return _memmem_at(p, len(text), k, len(key), start)  # type: ignore  # noqa: F821 - rows.pxd
-    return text.find(key, start)
 
 
 class ConnectionLike(Protocol):

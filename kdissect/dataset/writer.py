@@ -20,7 +20,8 @@ from capture.flows import ConnectionEnd
 from dissector.events import Anomaly, Exchange
 from dissector.topics import TopicRegistry
 
-from kdissect.dataset.columns import Buffer, TextColumn, reserve, take
+from hotpath.speedups import reserve_list
+from kdissect.dataset.columns import Buffer, TextColumn, take
 from kdissect.errors import KdissectError
 from kdissect.dataset.rows import ConnectionLike, RowBuilder, RowOptions, Tally, Unresolved
 from kdissect.dataset.tables import COLUMNS
@@ -115,7 +116,7 @@ class TableWriter:
         self.cols: list[Buffer] = [TextColumn() if (table, name) in _TEXT else []
                                    for name in COLUMNS[table]]
         for col in self.cols:
-            reserve(col.ends if isinstance(col, TextColumn) else col, batch_rows)
+            reserve_list(col.ends if isinstance(col, TextColumn) else col, batch_rows)
         self.weight = 0                        # weighed bytes waiting (JSON bodies, record bytes)
         self.out_of_range: dict[str, int] = {}   # column -> cells its type could not hold (see take_table)
         self._batch_rows = batch_rows

@@ -7,13 +7,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from capture import CaptureOptions, Pipeline, pcapfile
 from capture.packet import IPV4_AT, fast_ipv4, reverse_key
 from capture.rotation import open_captures
-from capture.shard import Share, ShareFilter, frame_share, share_of
+from capture.shard import Share, ShareFilter, share_of
 from hotpath import is_compiled
 from tests.capture import pcaptools as pt
 from tests.capture.test_rotation import need
@@ -124,30 +122,3 @@ def test_a_share_decodes_the_same_whether_its_reader_drops_packets_or_not(monkey
     monkeypatch.setattr(pcapfile.PcapReader, "drop_foreign", lambda self, share, seen=0: False)
     assert [share_events(k) for k in range(2)] == dropping
     assert all(dropping)
-
-
-_ADDR = st.tuples(*[st.integers(0, 255)] * 4).map(lambda t: ".".join(map(str, t)))
-
-
-@settings(max_examples=300, deadline=None)
-@given(src=_ADDR, dst=_ADDR, sport=st.integers(0, 65535), dport=st.integers(0, 65535),
-       count=st.integers(1, 9), framing=st.sampled_from([(1, pt.ether), (113, pt.sll), (276, pt.sll2),
-                                                         (101, lambda ip: ip)]),
-       options=st.sampled_from([b"", b"\x01\x01\x08\x0a" + bytes(8)]), cut=st.integers(0, 3))
-def test_the_frame_hash_is_share_of_on_the_key_fast_ipv4_reads(src: str, dst: str, sport: int, dport: int,
-                                                               count: int, framing: tuple, options: bytes,
-                                                               cut: int) -> None:
-    """Addresses and ports no test capture has: the C hash (compiled) or its Python twin, against share_of;
-    -1 where fast_ipv4 does not read the frame (a cut IP header, a frame shorter than its IP length)."""
-    linktype, wrap = framing
-    data = wrap(pt.ipv4(src, dst, pt.tcp(sport, dport, 1, 2, payload=b"kafka", options=options)))
-    data = data[:len(data) - cut * 20]
-    l3, et_at = IPV4_AT[linktype]
-    seg = fast_ipv4(data, l3, et_at)
-    want = -1 if seg is None else share_of(seg[0], count)
-    padded = b"xy" + data + b"z"
-    assert frame_share(padded, 2, len(data), l3, et_at, count) == want
-    assert (seg is None) == (cut > 0)
-    # Offsets no link type has (an IP header before the frame, an ethertype inside it) read nothing.
-    assert frame_share(padded, 2, len(data), -1, -1, count) == -1
-    assert frame_share(padded, 2, len(data), 14, 13, count) == -1

@@ -38,7 +38,6 @@ from dissector.legacy import LegacyMessage
 from dissector.records import (
     RecordBatch,
     RecordsSummary,
-    crc32c_of,
     decode_records,
     summarize,
 )
@@ -667,13 +666,3 @@ def test_fuzz_mutated_batches(base, flips, cut):
     for i, v in flips:
         buf[i % len(buf)] = v
     _check(bytes(buf[: max(0, len(buf) - cut % (len(buf) + 1))]))
-
-
-@settings(max_examples=300, deadline=None)
-@given(data=st.binary(max_size=5000), cut=st.tuples(st.integers(0, 5000), st.integers(0, 5000)))
-def test_crc32c_of_a_slice_is_the_crc32c_packages(data: bytes, cut: tuple[int, int]) -> None:
-    """Compiled, slices up to 4 KiB are summed by the C loop in records.pxd: against the package's."""
-    start, end = sorted(min(c, len(data)) for c in cut)
-    assert crc32c_of(data, start, end) == crc32c.crc32c(data[start:end])
-    with pytest.raises(ValueError):
-        crc32c_of(data, start, len(data) + 1)

@@ -23,11 +23,15 @@ SAMPLES = REPO / "samples"
 PUBLIC = REPO.parent / "shared" / "public-captures"
 
 
-def hot_modules() -> list[str]:
-    """setup.py's HOT_MODULES as module names (read, not imported: setup.py runs setup())."""
+def _setup_list(name: str) -> list[str]:
+    """A list of paths in setup.py (read, not imported: setup.py runs setup())."""
     tree = ast.parse((REPO / "setup.py").read_text())
-    value = next(n.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "HOT_MODULES")
-    return [p[:-3].replace("/", ".") for p in ast.literal_eval(value)]
+    return ast.literal_eval(next(n.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == name))
+
+
+def hot_modules() -> list[str]:
+    """setup.py's HOT_MODULES and C_MODULES as module names."""
+    return [p.rpartition(".")[0].replace("/", ".") for p in _setup_list("HOT_MODULES") + _setup_list("C_MODULES")]
 
 
 def _require_compiled() -> None:
@@ -58,7 +62,8 @@ def test_every_hot_module_is_compiled() -> None:
     _require_compiled()
     assert compiled.available() == sorted(hot_modules())
     loaded = json.loads(_run(_LOADED, pure=False))
-    assert {"capture.pipeline", "dissector.connection", "kdissect.dataset.rows", "dissector.v07.connection"} <= set(loaded)
+    assert {"capture.pipeline", "dissector.connection", "kdissect.dataset.rows", "dissector.v07.connection",
+            "hotpath._speedups"} <= set(loaded)
     assert set(loaded) <= set(hot_modules())
 
 
@@ -87,12 +92,12 @@ def test_version_says_which_build_runs() -> None:
 
 
 def test_hot_modules_exist() -> None:
-    assert all((REPO / (m.replace(".", "/") + ".py")).is_file() for m in hot_modules())
+    assert all((REPO / p).is_file() for p in _setup_list("HOT_MODULES") + _setup_list("C_MODULES"))
 
 
 def test_every_pxd_declares_a_compiled_module() -> None:
     # A .pxd beside a module that is not compiled would declare types nothing uses.
-    pxds = [p.relative_to(REPO).with_suffix("") for pkg in ("capture", "dissector", "kdissect")
+    pxds = [p.relative_to(REPO).with_suffix("") for pkg in ("capture", "dissector", "kdissect", "payloads", "hotpath")
             for p in (REPO / pkg).rglob("*.pxd")]
     assert pxds
     assert {".".join(p.parts) for p in pxds} <= set(hot_modules())
@@ -176,6 +181,32 @@ def test_a_module_edited_after_its_build_loads_from_source(tmp_path: Path) -> No
     assert finder.find_spec("capture.hot", [str(package)]) is None
     assert compiled.stale(roots) == []
     assert compiled._SourceFirst(always=True).find_spec("capture.hot", [str(package)]).origin == str(source)
+
+
+def test_the_c_helpers_edited_after_their_build_are_stale(tmp_path: Path) -> None:
+    # _speedups has no .py: its .pyx (and .pxd) is what an edit changes.
+    import importlib.machinery
+
+    package = tmp_path / "hotpath"
+    package.mkdir()
+    (tmp_path / "setup.py").write_text("")
+    built = package / f"_speedups{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+    for path, when in ((package / "_speedups.pyx", 1_000), (package / "_speedups.pxd", 1_000), (built, 2_000)):
+        path.write_text("")
+        os.utime(path, (when, when))
+    roots = {"hotpath": [package]}
+    assert compiled.stale(roots) == []
+    os.utime(package / "_speedups.pyx", (3_000, 3_000))
+    assert compiled.stale(roots) == ["hotpath._speedups"]
+
+
+_HELPERS = "import hotpath.speedups as s, dissector.records as r; print(s.find.__module__, r.crc32c_of.__module__)"
+
+
+def test_the_c_helpers_follow_the_build_that_runs() -> None:
+    _require_compiled()
+    assert _run(_HELPERS, pure=False).split() == ["hotpath._speedups", "hotpath._speedups"]
+    assert _run(_HELPERS, pure=True).split() == ["hotpath._speedups_pure", "hotpath._speedups_pure"]
 
 
 def test_one_edited_module_runs_the_whole_checkout_as_python(tmp_path: Path, monkeypatch) -> None:

@@ -11,7 +11,9 @@ import pyarrow as pa
 import pytest
 
 from kdissect.dataset import columns
-from kdissect.dataset.columns import TextColumn, reserve, take, to_arrow
+from hotpath import is_compiled
+from hotpath.speedups import reserve_list
+from kdissect.dataset.columns import TextColumn, take, to_arrow
 
 REPO = Path(__file__).resolve().parents[3]
 TS = pa.timestamp("us", tz="UTC")
@@ -155,25 +157,25 @@ class _Cell:
 
 def test_a_column_list_keeps_its_memory_from_one_row_group_to_the_next() -> None:
     col: list = []
-    reserve(col, 1000)
+    reserve_list(col, 1000)
     size = sys.getsizeof(col)
-    if columns._COMPILED:
+    if is_compiled(columns):
         assert size >= sys.getsizeof([None] * 1000)
     cells = [_Cell() for _ in range(1000)]
     alive = [weakref.ref(c) for c in cells]
     col.extend(cells)
-    if columns._COMPILED:
+    if is_compiled(columns):
         assert sys.getsizeof(col) == size              # no growth on the way to a row group
     del cells
     taken = take(col, 1000)
     assert len(taken) == 1000 and col == []
-    assert sys.getsizeof(col) == (size if columns._COMPILED else sys.getsizeof([]))
+    assert sys.getsizeof(col) == (size if is_compiled(columns) else sys.getsizeof([]))
     del taken                                          # the emptied list holds no cell
     assert not any(r() for r in alive)
     col.append(5)
     assert col == [5] and take(col, 1) == [5]
     text = TextColumn()
-    reserve(text.ends, 10)
+    reserve_list(text.ends, 10)
     for _ in range(10):
         text.append(b"ab")
     data, ends, valid = text.take(10)

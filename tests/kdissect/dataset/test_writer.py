@@ -274,16 +274,6 @@ def test_a_rows_nested_error_is_the_patterns_first_match(text: bytes) -> None:
     assert _nested_error(text) == (int(m.group(1)) if m else 0)
 
 
-@settings(max_examples=400, deadline=None)
-@given(text=st.binary(max_size=40), key=st.binary(min_size=1, max_size=4), start=st.integers(0, 40))
-def test_the_rows_find_is_bytes_find(text: bytes, key: bytes, start: int) -> None:
-    # Compiled, memmem on the buffers (rows.pxd); small alphabets make matches and near-misses common.
-    from kdissect.dataset.rows import _find
-    text, key = bytes(b % 3 for b in text), bytes(b % 3 for b in key)
-    start = min(start, len(text))
-    assert _find(text, key, start) == text.find(key, start)
-
-
 def test_the_files_are_the_bytes_pyarrow_parquets_writer_makes(tmp_path: Path, monkeypatch) -> None:
     # kdissect.dataset.writer writes through pyarrow's inner writer, to spare a decode the import of
     # pyarrow.parquet (and its filesystems); pyarrow.parquet.ParquetWriter is its fallback.

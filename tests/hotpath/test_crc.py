@@ -1,4 +1,4 @@
-"""dissector.crc: the crc32c package's C function, without the package's slow import."""
+"""hotpath.crc: the crc32c package's C function, without the package's slow import."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import crc32c as package
 
-from dissector import crc
+from hotpath import crc
 
 
 def test_same_function_as_the_package() -> None:
@@ -18,7 +18,7 @@ def test_same_function_as_the_package() -> None:
 
 
 def test_the_package_metadata_is_not_imported() -> None:
-    code = "import sys, dissector.crc; print('importlib.metadata' in sys.modules, 'crc32c' in sys.modules)"
+    code = "import sys, hotpath.crc; print('importlib.metadata' in sys.modules, 'crc32c' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
