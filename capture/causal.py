@@ -31,10 +31,22 @@ when the clocks of two taps disagree.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from capture.reassembly import DATA, HALF, MASK, MAX_JUMP, HalfStream
 
 Op = tuple  # capture.reassembly's operations
+
+
+@dataclass(frozen=True)
+class CausalLimits:
+    """How long and how much a connection's operations may wait for the other direction."""
+
+    max_reorder_segments: int   # segments of the connection captured since one was held
+    max_wait: int               # capture time a held operation has waited, in ns
+    max_segments: int           # operations held on the connection
+    max_bytes: int              # bytes held on the connection
 
 
 def acked_ahead(peer: HalfStream, ack: int) -> bool:
@@ -59,6 +71,17 @@ def needed(peer: HalfStream, ack: int) -> int | None:
     if peer.fin_off is not None and at > peer.fin_off:
         at = peer.fin_off                # the ACK of a FIN counts one sequence number that is not a byte
     return at if -MAX_JUMP < at - peer.offset < MAX_JUMP else None
+
+
+def first_waiting(peer: HalfStream, ops: list[Op]) -> int | None:
+    """The index of the first operation in ``ops`` (of the half opposite ``peer``) whose segment
+    acknowledged bytes of ``peer`` not handed on yet: from there on, they must wait. None if none does."""
+    for i, op in enumerate(ops):
+        if op[0] == DATA and op[4] is not None:
+            at = needed(peer, op[4])
+            if at is not None and at > peer.offset:
+                return i
+    return None
 
 
 class CausalGate:
@@ -120,3 +143,36 @@ class CausalGate:
     def waited(self, h: int) -> int:
         """Segments of the connection captured since the first held operation of half ``h`` was held."""
         return self.segments - self.held[h][0][2]
+
+    def ready(self, halves: tuple[HalfStream, HalfStream], now: int, limits: CausalLimits,
+              everything: bool = False) -> Iterator[tuple[int, Op, bool]]:
+        """The held operations that may go now, in the order they must go: (half, operation, forced).
+
+        An operation goes once what it waits for has gone. One that waited past the limits goes anyway,
+        after the hole it waits for, if any, is declared lost (its gap then goes first); with
+        ``everything`` (the connection ends) all go so. Past the connection's caps the oldest goes without
+        what it waits for: ``forced``. Lazy, and reading the gate afresh each time: the caller hands each
+        operation on before the next is chosen.
+        """
+        while self:
+            moved = False
+            for h in (0, 1):
+                q = self.held[h]
+                while q and self.waits_for(h, halves) is None:
+                    yield h, self.pop(h), False
+                    moved = True
+            if moved:
+                continue
+            h = self.oldest_half()
+            if everything or self.waited(h) >= limits.max_reorder_segments or self.age(h, now) > limits.max_wait:
+                at = self.waits_for(h, halves)
+                lost = halves[1 - h].give_up(at, now) if at is not None else []
+                if lost:
+                    for op in lost:
+                        self.hold(1 - h, op, op[4] if op[0] == DATA else None)
+                    continue
+                yield h, self.pop(h), False
+                continue
+            if not self.over(limits.max_segments, limits.max_bytes):
+                return
+            yield h, self.pop(h), True

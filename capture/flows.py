@@ -149,6 +149,10 @@ class Flow:
             out_of_order_segments=to_broker.ooo_segments + to_client.ooo_segments)
 
 
+def _last_ts(flow: Flow) -> int:
+    return flow.last_ts
+
+
 class FlowTable:
     """Both directions' keys -> the flow, plus per-4-tuple connection counters for ``#n``, and the
     connections at rest, each a compact record (capture.dormant) by its canonical key."""
@@ -157,14 +161,39 @@ class FlowTable:
         self.index: dict[bytes, tuple[Flow, int, HalfStream, HalfStream]] = {}
         self.flows: dict[bytes, Flow] = {}     # by the flow's own first key: each flow once
         self.dormant: dict[bytes, bytes] = {}  # at rest, oldest first (roughly: in the order they came to rest)
-        from capture.dormant import Words     # (capture.dormant builds flows: imported here, not at the top)
+        from capture.dormant import Words, rest, wake   # (capture.dormant builds flows: not at the top)
         self.words = Words()                   # texts the records share
+        self._rest, self._wake = rest, wake
         self._serials: dict[bytes, int] = {}
         self._max_serials = max_serials
 
     def __len__(self) -> int:
         """Connections tracked, live or at rest."""
         return len(self.flows) + len(self.dormant)
+
+    def rest_quietest(self, target: int) -> int:
+        """Put live connections to rest (compact records, capture.dormant), the least recently active
+        first, down to ``target`` live ones; those in the middle of something stay. How many rested."""
+        rested = 0
+        for flow in sorted(self.flows.values(), key=_last_ts):
+            if len(self.flows) <= target:
+                break
+            record = self._rest(flow, self.words)
+            if record is not None:
+                self.remove(flow)
+                self.dormant[min(flow.key, flow.rkey)] = record
+                rested += 1
+        return rested
+
+    def wake(self, key: bytes, pipeline: Any) -> tuple[Flow, int, HalfStream, HalfStream] | None:
+        """The index entry of the resting connection a packet with flow key ``key`` belongs to, woken
+        (``pipeline`` makes its dissector connection); None if none rests."""
+        canon = min(key, reverse_key(key))
+        record = self.dormant.pop(canon, None)
+        if record is None:
+            return None
+        self.adopt(self._wake(record, canon, pipeline))
+        return self.index[key]
 
     def adopt(self, flow: Flow) -> None:
         """A flow woken from rest: back in the index, under the serial it had."""

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from capture import linktypes
-from capture.causal import CausalGate, needed
+from capture.causal import CausalGate, CausalLimits, first_waiting
 from capture.detect import Decision, Detector, KafkaProbe, Verdict
-from capture.dormant import canonical, is_kafka, last_ts, rest, wake
+from capture.dormant import is_kafka, last_ts, wake
 from capture.flows import (
     IGNORED,
     KAFKA,
@@ -48,10 +48,6 @@ UNSUPPORTED = PacketIssue("unsupported_linktype", "")
 
 def _unsupported(data: bytes, wirelen: int) -> PacketIssue:
     return UNSUPPORTED
-
-
-def _last_ts(flow: Flow) -> int:
-    return flow.last_ts
 
 
 def _carried_data(flow: Flow) -> bool:
@@ -233,6 +229,8 @@ class Pipeline:
         self._topics_reported = False
         self._sweep_at = 0
         self._rest_at = o.soft_flows             # live connections past which the quietest are put to rest
+        self._causal_limits = CausalLimits(o.max_reorder_segments, int(o.max_causal_wait * NS), o.max_causal_segments,
+                                           o.max_causal_bytes)
         self._source: RecordSource | None = None
         # Called with the stats every 4096 packets, so a progress display moves
         # even through stretches of traffic that yield no Kafka event.
@@ -406,32 +404,20 @@ class Pipeline:
                                  int(o.max_hole_age * NS), o.max_reorder_segments)
 
     def _rest_quietest(self) -> None:
-        """Past ``soft_flows`` live connections, the least recently active of those at rest become compact
-        records (capture.dormant), down to three quarters of it; woken by their next packet."""
+        """Past ``soft_flows`` live connections, the quietest that can rest go to rest, down to three
+        quarters of it; woken by their next packet."""
         table = self.table
         soft = self.options.soft_flows
-        target = soft * 3 // 4
-        for flow in sorted(table.flows.values(), key=_last_ts):
-            if len(table.flows) <= target:
-                break
-            record = rest(flow, table.words)
-            if record is not None:
-                table.remove(flow)
-                table.dormant[canonical(flow.key)] = record
-                self.stats.rested += 1
+        self.stats.rested += table.rest_quietest(soft * 3 // 4)
         # Too few at rest to get below the mark: look again once a quarter more have come.
         self._rest_at = max(soft, len(table.flows) + max(soft, len(table.flows)) // 4)
 
     def _wake(self, key: bytes) -> tuple[Flow, int, HalfStream, HalfStream] | None:
         """The index entry of a resting connection a packet belongs to, woken; None if none rests."""
-        canon = canonical(key)
-        record = self.table.dormant.pop(canon, None)
-        if record is None:
-            return None
-        flow = wake(record, canon, self)
-        self.table.adopt(flow)
-        self.stats.woken += 1
-        return self.table.index[key]
+        ent = self.table.wake(key, self)
+        if ent is not None:
+            self.stats.woken += 1
+        return ent
 
     def _control(self, ent: tuple[Flow, int, HalfStream, HalfStream] | None, seg: tuple,
                  ts: int) -> list[CaptureEvent]:
@@ -622,15 +608,12 @@ class Pipeline:
             return []
         gate = flow.gate
         if gate is None:
-            peer = flow.half(1 - h)
-            for i, op in enumerate(ops):
-                if op[0] == DATA and op[4] is not None:
-                    at = needed(peer, op[4])
-                    if at is not None and at > peer.offset:
-                        gate = flow.gate = CausalGate()
-                        out = self._general(flow, h, ops[:i])
-                        return out + self._hold(flow, gate, h, ops[i:], now)
-            return self._general(flow, h, ops)
+            i = first_waiting(flow.half(1 - h), ops)
+            if i is None:
+                return self._general(flow, h, ops)
+            gate = flow.gate = CausalGate()
+            out = self._general(flow, h, ops[:i])
+            return out + self._hold(flow, gate, h, ops[i:], now)
         return self._hold(flow, gate, h, ops, now)
 
     def _hold(self, flow: Flow, gate: CausalGate, h: int, ops: list[tuple], now: int) -> list[CaptureEvent]:
@@ -649,42 +632,19 @@ class Pipeline:
         return out
 
     def _release(self, flow: Flow, now: int, everything: bool = False) -> list[CaptureEvent]:
-        """Hand on, in order, the held operations whose acknowledged bytes have been handed on; those that
-        waited too long, or past the gate's caps, go anyway (``everything``: all, the connection ends)."""
+        """Hand on what the gate lets go now (``everything``: all, the connection ends); the cap biting
+        is counted and reported once."""
         gate = flow.gate
-        o = self.options
-        halves = (flow.h0, flow.h1)
-        max_wait = int(o.max_causal_wait * NS)
         out: list[CaptureEvent] = []
-        while gate:
-            moved = False
-            for h in (0, 1):
-                q = gate.held[h]
-                while q and gate.waits_for(h, halves) is None:
-                    out += self._general(flow, h, [gate.pop(h)])
-                    moved = True
-            if moved:
-                continue
-            h = gate.oldest_half()
-            if everything or gate.waited(h) >= o.max_reorder_segments or gate.age(h, now) > max_wait:
-                # Waited long enough: a hole in what it waits for is lost, not late; else it goes without.
-                at = gate.waits_for(h, halves)
-                lost = halves[1 - h].give_up(at, now) if at is not None else []
-                if lost:
-                    for op in lost:
-                        gate.hold(1 - h, op, op[4] if op[0] == DATA else None)
-                    continue
-                out += self._general(flow, h, [gate.pop(h)])
-                continue
-            if not gate.over(o.max_causal_segments, o.max_causal_bytes):
-                break
-            op = gate.pop(h)
-            self.stats.causal_forced += 1
-            if flow.causal_cap is None:
-                flow.causal_cap = (op[3], h)
-                if flow.info is not None:
-                    out.append(self._causal_cap_report(flow))
-            out += self._general(flow, h, [op])
+        if gate is not None:
+            for h, op, forced in gate.ready((flow.h0, flow.h1), now, self._causal_limits, everything):
+                if forced:
+                    self.stats.causal_forced += 1
+                    if flow.causal_cap is None:
+                        flow.causal_cap = (op[3], h)
+                        if flow.info is not None:
+                            out.append(self._causal_cap_report(flow))
+                out += self._general(flow, h, [op])
         if not gate:
             flow.gate = None
         return out

@@ -140,3 +140,46 @@ def test_the_cap_biting_before_kafka_is_recognised_is_reported_once_it_is() -> N
     assert p.stats.causal_forced > 0
     assert len(caps) == 1 and caps[0].conn is not None
     assert any(isinstance(ce.event, Exchange) and ce.event.status is Status.OK for ce in events)
+
+
+# -- the gate alone (capture.causal), without a pipeline -------------------------------------------
+
+def _halves(isn0: int = 1000, isn1: int = 5000):  # type: ignore[no-untyped-def]
+    from capture.reassembly import HalfStream
+    a, b = HalfStream(), HalfStream()
+    a.next_seq, b.next_seq = isn0, isn1
+    return a, b
+
+
+def test_the_gate_lets_an_operation_go_once_what_it_acknowledges_has_gone() -> None:
+    from capture.causal import CausalGate, CausalLimits, first_waiting
+    from capture.reassembly import DATA
+    halves = _halves()
+    reply = (DATA, 0, b"reply", 10, 1000 + 7)       # acknowledges 7 bytes of half 0 not seen yet
+    request = (DATA, 0, b"request", 11, None)
+    assert first_waiting(halves[0], [(DATA, 0, b"x", 9, None), reply]) == 1
+    gate = CausalGate()
+    gate.hold(1, reply, reply[4])
+    limits = CausalLimits(max_reorder_segments=64, max_wait=10**9, max_segments=100, max_bytes=1 << 20)
+    assert list(gate.ready(halves, 12, limits)) == []             # nothing may go yet
+    gate.hold(0, request, None)
+    # The request goes first; the reply once its half has been handed on, in the same pass.
+    halves[0].take_next(request[2])
+    assert list(gate.ready(halves, 12, limits)) == [(0, request, False), (1, reply, False)]
+    assert not gate
+
+
+def test_past_its_caps_the_gate_sends_the_oldest_without_what_it_waits_for() -> None:
+    from capture.causal import CausalGate, CausalLimits
+    from capture.reassembly import DATA
+    halves = _halves()
+    gate = CausalGate()
+    ops = [(DATA, i * 4, b"late", 10 + i, 1000 + 50) for i in range(3)]
+    for op in ops:
+        gate.hold(1, op, op[4])
+    limits = CausalLimits(max_reorder_segments=64, max_wait=10**9, max_segments=2, max_bytes=1 << 20)
+    assert list(gate.ready(halves, 20, limits)) == [(1, ops[0], True)]    # down to the cap, oldest first
+    assert len(gate.held[1]) == 2
+    # The connection ending lets everything go, the hole it waited for declared lost first.
+    assert [x[1:] for x in gate.ready(halves, 20, limits, everything=True)][-2:] == [(ops[1], False), (ops[2], False)]
+    assert not gate
