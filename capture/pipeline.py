@@ -17,7 +17,7 @@ from typing import Any
 from capture import linktypes
 from capture.causal import CausalGate, CausalLimits, first_waiting
 from capture.detect import Decision, Detector, KafkaProbe, Verdict
-from capture.dormant import is_kafka, last_ts, wake
+from capture.dormant import is_kafka, wake
 from capture.flows import (
     IGNORED,
     KAFKA,
@@ -26,8 +26,8 @@ from capture.flows import (
     ConnectionEnd,
     ConnectionInfo,
     Flow,
-    FlowTable,
 )
+from capture.flowtable import FlowTable
 from capture.packet import ACK, FIN, RST, SYN, PacketIssue, Parser, parser_for
 from capture.reassembly import CONFLICT, DATA, GAP, HALF, MASK, HalfStream
 from capture.shard import Share, ShareFilter
@@ -817,18 +817,8 @@ class Pipeline:
         self._sweep_at = ts + 10 * NS
         linger, idle = int(o.linger * NS), int(o.idle_timeout * NS)
         crowded = len(self.table) > o.soft_flows
-        dormant = self.table.dormant
-        gone: list[bytes] = []
-        for canon, record in dormant.items():      # oldest first, roughly: the first recent one ends it
-            quiet = ts - last_ts(record)
-            if quiet <= linger:
-                break
-            if not is_kafka(record) or (crowded and quiet > idle):
-                gone.append(canon)     # ended, not Kafka or without data: kept long enough for stragglers
-        for canon in gone:
-            record = dormant.pop(canon)
-            if is_kafka(record):
-                yield from self._end(wake(record, canon, self), ts, "idle")
+        for flow in self.table.expire(ts, linger, idle, crowded, self):
+            yield from self._end(flow, ts, "idle")
         for flow in list(self.table.flows.values()):
             quiet = ts - flow.last_ts
             if flow.gate is not None:
@@ -847,39 +837,13 @@ class Pipeline:
                 self.table.remove(flow)
 
     def _evict_oldest(self, ts: int, out: list[CaptureEvent]) -> None:
-        # At the hard cap: drop a tenth in one go (amortised sort), ended and ignored flows
-        # first, resting or not, then the least recently active (those at rest before the
-        # others); ending live ones early is reported.
-        dormant = self.table.dormant
+        # At the hard cap: a tenth go in one go (an amortised sort); ending live ones early is reported.
         tracked = len(self.table)
-        quota = max(1, tracked // 10)
-        live = 0
-        for canon, record in list(dormant.items()):
-            if quota and not is_kafka(record):
-                del dormant[canon]
-                quota -= 1
-        flows = sorted(self.table.flows.values(),
-                       key=lambda f: (not (f.closed or f.state == IGNORED), f.last_ts))
-        done = 0
-        while quota and done < len(flows) and (flows[done].closed or flows[done].state == IGNORED):
-            self.table.remove(flows[done])
-            done += 1
-            quota -= 1
-        flows = flows[done:]
-        for canon, record in list(dormant.items()):
-            if not quota:
-                break
-            del dormant[canon]
-            quota -= 1
-            live += 1
-            out += self._end(wake(record, canon, self), ts, "evicted")
-            self.stats.evicted += 1
-        for flow in flows[:quota]:
-            if not (flow.closed or flow.state == IGNORED):
-                live += 1
-                out += self._end(flow, ts, "evicted")
-                self.stats.evicted += 1
-            self.table.remove(flow)
+        ending = self.table.evict(max(1, tracked // 10), self)
+        for flow in ending:
+            out += self._end(flow, ts, "evicted")
+        live = len(ending)
+        self.stats.evicted += live
         if live:
             n = self._reported.get("flow_table_full", 0) + 1
             self._reported["flow_table_full"] = n
