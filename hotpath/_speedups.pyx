@@ -6,6 +6,7 @@ results, are in ``_speedups_pure.py``; ``speedups.py`` chooses between the two, 
 A compiled caller reaches these through ``_speedups.pxd`` (``from hotpath._speedups cimport ...``),
 a C call; its ``.py`` imports the same name from ``hotpath.speedups``, which as Python is the twin.
 """
+from hotpath._speedups_pure import SUMMARY_KEYS  # noqa: F401 - the order kd_summary_json writes the keys in
 from hotpath.crc import crc32c as _crc32c_package
 
 cdef extern from *:
@@ -327,8 +328,7 @@ cdef extern from *:
     void _empty_keeping_capacity "kd_empty_keeping_capacity"(list values)
 
 
-# Up to this many bytes the table loop beats the crc32c package, whose call on a memoryview slice
-# cost ~2,400 instructions a batch, most of it making the view and the slice.
+# Up to this many bytes the table loop beats the crc32c package (see kd_crc32c).
 cdef enum:
     SMALL_CRC = 4096
 
@@ -352,13 +352,6 @@ cpdef int frame_share(bytes buf, Py_ssize_t start, Py_ssize_t caplen, Py_ssize_t
     if start < 0 or caplen < 0 or start + caplen > len(buf) or count < 1:
         return -1
     return _ipv4_share(p + start, caplen, l3, ethertype_at, count)
-
-
-# RecordsSummary.to_dict()'s keys, in its order: the order summary_json's values come in.
-SUMMARY_KEYS = ("total_bytes", "magics", "batch_count", "record_count", "legacy_wrappers", "first_offset",
-                "last_offset", "first_timestamp", "max_timestamp", "codec", "producer_id", "producer_epoch",
-                "base_sequence", "transactional", "control", "crc_checked", "crc_failures", "first_crc",
-                "partial_tail", "tail_bytes", "error", "error_offset")
 
 
 cpdef object summary_json(object values):
