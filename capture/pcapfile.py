@@ -12,10 +12,9 @@ from collections.abc import Callable, Iterator
 
 from capture.packet import IPV4_AT
 from capture.records import Dropped, RawRecord, problem
-from capture.shard import Dropping, Share
+from capture.shard import Dropping, Share, frame_share
 from capture.stream import CHUNK, ByteStream
 from hotpath import compiled_file
-from hotpath.speedups import frame_share
 from dissector.events import Anomaly
 
 MAX_SNAPLEN = 262144           # libpcap's and Wireshark's cap on a sane record

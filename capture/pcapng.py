@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 from capture.packet import IPV4_AT
 from capture.records import RawRecord, problem
-from capture.shard import Dropping, Share
+from capture.shard import Dropping, Share, frame_share
 from capture.stream import CHUNK, ByteStream
 from hotpath import compiled_file
-from hotpath.speedups import frame_share
 from dissector.events import Anomaly
 
 _COMPILED = compiled_file(__file__)     # hashing every frame to drop it early pays only in C

@@ -12,13 +12,27 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from capture.packet import reverse_key
+from capture.packet import fast_ipv4, reverse_key
 
 
 def share_of(key: bytes, shares: int) -> int:
     """The share (0..shares-1) of the connection whose packets carry flow key ``key`` (either direction)."""
     rkey = reverse_key(key)
     return zlib.crc32(key if key < rkey else rkey) % shares
+
+
+def frame_share(buf: bytes, start: int, caplen: int, l3: int, ethertype_at: int, count: int) -> int:
+    """The share of the connection of the frame ``buf[start:start + caplen]`` if ``fast_ipv4`` reads
+    it as TCP/IPv4 with its IP header at ``l3``, else -1. The compiled readers cimport the C twin of
+    this (``hotpath._speedups.frame_share``), which hashes the frame in place, so that a reader can drop
+    another share's packet without making a Python object; here the rules are fast_ipv4's own.
+    """
+    if start < 0 or caplen < 0 or start + caplen > len(buf) or count < 1:
+        return -1
+    if l3 < 0 or (ethertype_at >= 0 and ethertype_at > l3 - 2):     # the ethertype, if any, before the IP header
+        return -1
+    seg = fast_ipv4(buf[start:start + caplen], l3, ethertype_at)
+    return -1 if seg is None else share_of(seg[0], count)
 
 
 @dataclass(frozen=True)

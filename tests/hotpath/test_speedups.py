@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capture.packet import IPV4_AT, fast_ipv4
+from capture import shard
 from capture.shard import share_of
 from dissector.records import RecordsSummary
 from hotpath import _speedups_pure
@@ -43,6 +44,11 @@ BOTH = ["compiled", "pure"]
 
 def _impl(name: str):
     return _compiled() if name == "compiled" else _speedups_pure
+
+
+def _frame_share(name: str):
+    """The C frame hash, or its Python twin: capture.shard's, which is fast_ipv4 and share_of."""
+    return _compiled().frame_share if name == "compiled" else shard.frame_share
 
 
 @pytest.mark.parametrize("name", BOTH)
@@ -79,7 +85,7 @@ def test_the_frame_hash_is_share_of_on_the_key_fast_ipv4_reads(name: str, src: s
                                                                options: bytes, cut: int) -> None:
     """Addresses and ports no test capture has, against share_of; -1 where fast_ipv4 does not read
     the frame (a cut IP header, a frame shorter than its IP length)."""
-    impl = _impl(name)
+    frame_share = _frame_share(name)
     linktype, wrap = framing
     data = wrap(pt.ipv4(src, dst, pt.tcp(sport, dport, 1, 2, payload=b"kafka", options=options)))
     data = data[:len(data) - cut * 20]
@@ -87,25 +93,27 @@ def test_the_frame_hash_is_share_of_on_the_key_fast_ipv4_reads(name: str, src: s
     seg = fast_ipv4(data, l3, et_at)
     want = -1 if seg is None else share_of(seg[0], count)
     padded = b"xy" + data + b"z"
-    assert impl.frame_share(padded, 2, len(data), l3, et_at, count) == want
+    assert frame_share(padded, 2, len(data), l3, et_at, count) == want
     assert (seg is None) == (cut > 0)
     # Offsets no link type has (an IP header before the frame, an ethertype inside it) read nothing,
     # nor does a frame past the buffer's end or a share count of none.
-    assert impl.frame_share(padded, 2, len(data), -1, -1, count) == -1
-    assert impl.frame_share(padded, 2, len(data), 14, 13, count) == -1
-    assert impl.frame_share(padded, 2, len(data) + 2, l3, et_at, count) == -1
-    assert impl.frame_share(padded, 2, len(data), l3, et_at, 0) == -1
+    assert frame_share(padded, 2, len(data), -1, -1, count) == -1
+    assert frame_share(padded, 2, len(data), 14, 13, count) == -1
+    assert frame_share(padded, 2, len(data) + 2, l3, et_at, count) == -1
+    assert frame_share(padded, 2, len(data), l3, et_at, 0) == -1
 
 
-def test_a_frame_that_is_not_tcp_over_plain_ipv4_has_no_share(impl) -> None:
+@pytest.mark.parametrize("name", BOTH)
+def test_a_frame_that_is_not_tcp_over_plain_ipv4_has_no_share(name: str) -> None:
+    frame_share = _frame_share(name)
     tcp = pt.tcp(9092, 40000, 1, 2, payload=b"kafka")
     frame = pt.ether(pt.ipv4("10.0.0.1", "10.0.0.2", tcp))
-    assert impl.frame_share(frame, 0, len(frame), 14, 12, 4) >= 0
+    assert frame_share(frame, 0, len(frame), 14, 12, 4) >= 0
     for at, value in ((14, 0x46), (23, 17), (20, 0x20)):        # IP options, UDP, a fragment
         changed = bytearray(frame)
         changed[at] = value
-        assert impl.frame_share(bytes(changed), 0, len(frame), 14, 12, 4) == -1
-    assert impl.frame_share(b"\x86\xdd" + frame[2:], 0, len(frame), 14, 0, 4) == -1
+        assert frame_share(bytes(changed), 0, len(frame), 14, 12, 4) == -1
+    assert frame_share(b"\x86\xdd" + frame[2:], 0, len(frame), 14, 0, 4) == -1
 
 
 _INT = st.one_of(st.integers(-(1 << 63), (1 << 63) - 1), st.integers(-(1 << 70), 1 << 70), st.sampled_from([0, -1]))
