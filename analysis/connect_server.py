@@ -125,8 +125,7 @@ def start(host: str = "127.0.0.1", port: int = CONNECT_PORT, memory: str | None 
     }
     argv = [str(_spark_home() / "sbin" / "start-connect-server.sh"), "--master", "local[*]",
             "--driver-java-options", " ".join(java)]
-    if memory:
-        argv += ["--driver-memory", memory]
+    argv += ["--driver-memory", memory or jvm.server_memory()]
     for key, value in settings.items():
         argv += ["--conf", f"{key}={value}"]
     # The token reaches the server through its environment, not its command line (which ps shows anyone).

@@ -280,7 +280,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("action", choices=("start", "stop", "status", "url"))
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=_positive(int), default=15002, help="port (default 15002, Spark Connect's)")
-    p.add_argument("--memory", metavar="SIZE", help="the server JVM's heap, e.g. 4g (default: Spark's, 1g)")
+    p.add_argument("--memory", metavar="SIZE", help="the server JVM's heap, e.g. 4g (default: a quarter of "
+                                                     "the machine's memory, 1g to 8g)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting; repeatable")
 
     sub.add_parser("protocol", help="list the api keys and versions the dissector decodes")

@@ -18,3 +18,9 @@ def test_the_heap_grows_with_the_input_up_to_half_the_machine() -> None:
     assert jvm.driver_memory(72 << 20, physical=24 * GIB) == f"{1024 + 16 * 72}m"    # 2,000,000 exchanges
     assert jvm.driver_memory(10 * GIB, physical=24 * GIB) == f"{12 * 1024}m"
     assert jvm.driver_memory(jvm.HEAP_FREE_INPUT + 1, physical=GIB) == "1024m"        # never below Spark's own
+
+
+def test_a_servers_heap_is_a_quarter_of_the_machine_within_bounds() -> None:
+    assert jvm.server_memory(physical=24 * GIB) == "6144m"
+    assert jvm.server_memory(physical=2 * GIB) == "1024m"      # never below Spark's own 1 GiB
+    assert jvm.server_memory(physical=256 * GIB) == "8192m"
