@@ -77,9 +77,9 @@ def over_time(exchanges: DataFrame, partitions: DataFrame, window: str = "1 minu
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
     return {
         "errors": frames.ordered(errors(ds.exchanges, ds.partitions), F.col("count").desc(), "api_name",
-                                 "error_name"),
+                                 "error_name", "error_code", "client_id", "broker", "topic", "partition"),
         "errors_over_time": frames.ordered(over_time(ds.exchanges, ds.partitions, opts.window), "window_start",
-                                           "api_name"),
+                                           "api_name", "error_name"),
     }
 
 

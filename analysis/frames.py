@@ -51,5 +51,7 @@ def ordered(df: DataFrame, *order: str | Column) -> DataFrame:
 
     A result table is small and aggregated. Sorting it in one partition spares Spark's range
     partitioning, which samples the table with a job of its own (recomputing it) before sorting.
+    ``order`` ends with the table's key columns, so that rows tied on the leading ones come out in the
+    same order whatever the plan, the partitioning or the server (a test compares every table row by row).
     """
     return df.coalesce(1).orderBy(*order)

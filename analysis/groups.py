@@ -111,15 +111,24 @@ def kip848_generations(exchanges: DataFrame) -> DataFrame:
                  F.lit(None).cast("string").alias("join_reason")))
 
 
-def rebalances(exchanges: DataFrame) -> DataFrame:
-    """The rebalance timeline: one row per group generation, with reason, errors and membership change."""
-    gx = group_exchanges(exchanges)
+def generation_spans(gx: DataFrame) -> DataFrame:
+    """Every generation (classic and KIP-848) of :func:`group_exchanges` ``gx``, with the end and the
+    member client ids of the group's generation before it."""
     cols = ["group_id", "generation_id", "start_ts", "end_ts", "protocol", "members", "member_client_ids",
             "join_reason"]
     gens = classic_generations(gx).select(*cols).unionByName(kip848_generations(gx).select(*cols))
     order = Window.partitionBy("group_id").orderBy("start_ts", "generation_id")
-    gens = (gens.withColumn("prev_end", F.lag("end_ts").over(order))
+    return (gens.withColumn("prev_end", F.lag("end_ts").over(order))
             .withColumn("prev_clients", F.lag("member_client_ids").over(order)))
+
+
+def rebalances(exchanges: DataFrame, gx: DataFrame | None = None, gens: DataFrame | None = None) -> DataFrame:
+    """The rebalance timeline: one row per group generation, with reason, errors and membership change.
+
+    ``gx`` (:func:`group_exchanges`) and ``gens`` (:func:`generation_spans`) are derived unless given:
+    :func:`tables` keeps them, as the query reads the generations three times."""
+    gx = group_exchanges(exchanges) if gx is None else gx
+    gens = generation_spans(gx) if gens is None else gens
     ts = F.coalesce("response_ts", "request_ts")
     errs = (gx.where(frames.failed()).select("group_id", ts.alias("ts"), "error_name"))
     leaves = (gx.where(F.col("api_key") == frames.LEAVE_GROUP)
@@ -161,11 +170,11 @@ def topic_names(partitions: DataFrame) -> DataFrame:
     return names.agg(F.map_from_entries(F.collect_list(F.struct("topic_id", "topic"))).alias("topic_names"))
 
 
-def group_members(exchanges: DataFrame, partitions: DataFrame | None = None) -> DataFrame:
+def group_members(exchanges: DataFrame, partitions: DataFrame | None = None, gx: DataFrame | None = None) -> DataFrame:
     """Per group, generation and member: its client id and, where the consumer protocol was decoded,
     the partitions its SyncGroup (or KIP-848 heartbeat) response assigned it (KIP-848 topic ids are
-    named from ``partitions`` when given)."""
-    gx = group_exchanges(exchanges)
+    named from ``partitions`` when given; ``gx`` is :func:`group_exchanges`, derived unless given)."""
+    gx = group_exchanges(exchanges) if gx is None else gx
     members = (joins(gx).where(F.col("generation_id").isNotNull())
                .groupBy("group_id", "generation_id", "member_id").agg(F.max("client_id").alias("client_id")))
     sync = (gx.where((F.col("api_key") == frames.SYNC_GROUP) & (F.col("error_code") == 0))
@@ -209,12 +218,14 @@ def offset_commits(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
 
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
+    gx = ds.keep(group_exchanges(ds.exchanges))
+    gens = ds.keep(generation_spans(gx))
     return {
-        "rebalances": frames.ordered(rebalances(ds.exchanges), "group_id", "start_ts"),
-        "group_members": frames.ordered(group_members(ds.exchanges, ds.partitions), "group_id", "generation_id",
-                                        "client_id"),
+        "rebalances": frames.ordered(rebalances(ds.exchanges, gx, gens), "group_id", "start_ts", "generation_id"),
+        "group_members": frames.ordered(group_members(ds.exchanges, ds.partitions, gx), "group_id", "generation_id",
+                                        "client_id", "member_id"),
         "offset_commits": frames.ordered(offset_commits(ds.exchanges, ds.partitions), "group_id", "topic",
-                                         "partition", "ts"),
+                                         "partition", "ts", "client_id", "committed_offset"),
     }
 
 

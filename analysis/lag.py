@@ -28,7 +28,7 @@ Usage::
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -101,8 +101,14 @@ def group_of_client(exchanges: DataFrame) -> DataFrame:
             .where(F.col("group_id").isNotNull() & (F.col("group_id") != "")).distinct())
 
 
-def consumer_lag(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
+def consumer_lag(exchanges: DataFrame, partitions: DataFrame,
+                 keep: Callable[[DataFrame], DataFrame] | None = None) -> DataFrame:
+    """Per group (or lone client), topic and partition: committed offset, fetch position, high watermark
+    and lag. The fetch positions are read twice (consumers in a group, and alone): ``keep`` (``Dataset.keep``)
+    computes them once."""
     pos = positions(exchanges, partitions).join(group_of_client(exchanges), "client_id", "left")
+    if keep is not None:
+        pos = keep(pos)
     in_group = (pos.where(F.col("group_id").isNotNull()).groupBy("group_id", *TP)
                 .agg(F.max_by("fetch_position", "fetch_ts").alias("fetch_position"),
                      F.max("fetch_ts").alias("fetch_ts"), F.max_by("client_id", "fetch_ts").alias("fetcher")))
@@ -152,10 +158,10 @@ def produce_to_fetch(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
     return {
-        "consumer_lag": frames.ordered(consumer_lag(ds.exchanges, ds.partitions), F.col("lag").desc_nulls_last(),
-                                       "group_id", "topic", "partition"),
+        "consumer_lag": frames.ordered(consumer_lag(ds.exchanges, ds.partitions, ds.keep),
+                                       F.col("lag").desc_nulls_last(), "group_id", "topic", "partition", "client_id"),
         "produce_to_fetch": frames.ordered(produce_to_fetch(ds.exchanges, ds.partitions), F.col("p50_ms").desc(),
-                                           "topic", "partition"),
+                                           "topic", "partition", "client_id"),
     }
 
 

@@ -181,15 +181,16 @@ def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
     windows = ds.keep(over_time(busy, opts.window))
     worst = F.col("p99_ms").desc_nulls_last()
     return {
-        "latency_by_api": ordered(by_api(busy), worst, "api_name"),
-        "latency_by_client": ordered(by_client(busy), worst),
-        "latency_by_broker": ordered(by_broker(busy), worst),
-        "latency_by_topic": ordered(by_topic(busy, ds.partitions), worst),
+        "latency_by_api": ordered(by_api(busy), worst, "api_name", "api_version"),
+        "latency_by_client": ordered(by_client(busy), worst, "client_id"),
+        "latency_by_broker": ordered(by_broker(busy), worst, "broker"),
+        "latency_by_topic": ordered(by_topic(busy, ds.partitions), worst, "api_name", "topic"),
         "latency_over_time": ordered(windows, "window_start", "api_name"),
         "latency_histogram": ordered(histogram(busy), "api_name", "bucket_low_ms"),
-        "latency_spikes": ordered(spikes(windows, opts.spike_factor, opts.spike_min_count), F.col("ratio").desc()),
+        "latency_spikes": ordered(spikes(windows, opts.spike_factor, opts.spike_min_count), F.col("ratio").desc(),
+                                  "window_start", "api_name"),
         "latency_by_size": ordered(by_size(busy), "size_low_bytes"),
-        "idle_fetches": ordered(idle_fetches(rows), F.col("count").desc()),
+        "idle_fetches": ordered(idle_fetches(rows), F.col("count").desc(), "client_id", "broker"),
     }
 
 

@@ -30,7 +30,7 @@ from analysis.options import Options
 
 PARTITION = ["capture", "connection", "correlation_id", "topic", "partition"]
 FLOWS = ["topic", "partition", "ts", "client_id", "produced_records", "produced_bytes", "acks0_records",
-         "fetched_records", "fetched_bytes", "exchange"]
+         "fetched_records", "fetched_bytes", *frames.KEYS]
 
 
 def produced(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
@@ -53,16 +53,14 @@ def flows(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
         "topic", "partition", "ts", "client_id",
         F.coalesce("record_count", zero).alias("produced_records"), F.coalesce("bytes", zero).alias("produced_bytes"),
         F.when(F.col("acks0"), F.coalesce("record_count", zero)).otherwise(zero).alias("acks0_records"),
-        zero.alias("fetched_records"), zero.alias("fetched_bytes"),
-        F.concat_ws("/", *frames.KEYS).alias("exchange"))
+        zero.alias("fetched_records"), zero.alias("fetched_bytes"), *frames.KEYS)
     ctx = frames.context(exchanges).select(*frames.KEYS, "client_id")
     fetch = (partitions.where((F.col("api_key") == frames.FETCH) & (F.col("direction") == "response"))
              .join(ctx, frames.KEYS, "left")
              .select(frames.topic().alias("topic"), "partition", "ts", "client_id",
                      zero.alias("produced_records"), zero.alias("produced_bytes"), zero.alias("acks0_records"),
                      F.coalesce("record_count", zero).alias("fetched_records"),
-                     F.coalesce("bytes", zero).alias("fetched_bytes"),
-                     F.concat_ws("/", *frames.KEYS).alias("exchange")))
+                     F.coalesce("bytes", zero).alias("fetched_bytes"), *frames.KEYS))
     return prod.select(*FLOWS).unionByName(fetch.select(*FLOWS))
 
 
@@ -70,7 +68,9 @@ def _sums() -> list:
     return [F.sum("produced_records").alias("produced_records"), F.sum("produced_bytes").alias("produced_bytes"),
             F.sum("acks0_records").alias("acks0_records"),
             F.sum("fetched_records").alias("fetched_records"), F.sum("fetched_bytes").alias("fetched_bytes"),
-            F.countDistinct("exchange").alias("requests")]
+            # The exchange's key columns (never null) as they are: building a string of them per row
+            # was two fifths of throughput_by_topic's CPU on 200,000 exchanges.
+            F.countDistinct(*frames.KEYS).alias("requests")]
 
 
 def by_topic(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
@@ -108,7 +108,7 @@ def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
     return {
         "throughput_by_topic": frames.ordered(by_topic(ex, ds.partitions), most, "topic", "partition"),
         "throughput_over_time": frames.ordered(over_time(ex, ds.partitions, opts.window), "window_start", "topic"),
-        "top_clients": frames.ordered(top_clients(ex, ds.partitions), most, F.col("requests").desc()),
+        "top_clients": frames.ordered(top_clients(ex, ds.partitions), most, F.col("requests").desc(), "client_id"),
     }
 
 

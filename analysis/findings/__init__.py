@@ -36,15 +36,18 @@ def severity_rank() -> F.Column:
 
 
 def prepared(inp: Inputs, keep: Callable[[DataFrame], DataFrame] | None = None) -> Inputs:
-    """The inputs with what several rules derive (Produce batches, partitions with their client)
-    computed once and kept by Spark: by ``keep`` (``Dataset.keep`` releases them with the dataset),
-    else persisted for the session's life."""
+    """The inputs with what several rules derive (Produce batches and those re-sent, partitions with their
+    client, the group apis' requests and the generations they formed) computed once and kept by Spark:
+    by ``keep`` (``Dataset.keep`` releases them with the dataset), else persisted for the session's life."""
     from dataclasses import replace
 
     from pyspark import StorageLevel
     keep = keep or (lambda df: df.persist(StorageLevel.MEMORY_AND_DISK))
-    return replace(inp, produce=keep(producer.produce_batches(inp.exchanges)),
-                   partitions_with_client=keep(with_client(inp.partitions, inp.exchanges)))
+    requested = keep(groups.group_requests(inp.exchanges))
+    inp = replace(inp, produce=keep(producer.produce_batches(inp.exchanges)),
+                  partitions_with_client=keep(with_client(inp.partitions, inp.exchanges)),
+                  group_requests=requested, generations=keep(groups.generations(requested)))
+    return replace(inp, resent=keep(producer.resent_batches(inp)))
 
 
 def rule_frames(inp: Inputs, config: Config | None = None) -> dict[str, DataFrame]:

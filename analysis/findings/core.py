@@ -47,6 +47,9 @@ class Inputs:
     # Derived once and kept by Spark when several rules read them (see ``findings.prepared``).
     produce: DataFrame | None = None                 # producer.produce_batches(exchanges)
     partitions_with_client: DataFrame | None = None  # with_client(partitions, exchanges)
+    group_requests: DataFrame | None = None          # groups.group_requests(exchanges)
+    generations: DataFrame | None = None             # groups.generations(group_requests)
+    resent: DataFrame | None = None                  # producer.resent_batches(inputs)
     records: DataFrame | None = None                 # the records table (with --records; else None or empty)
 
     def __post_init__(self) -> None:

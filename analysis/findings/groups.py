@@ -37,9 +37,14 @@ def group_requests(exchanges: DataFrame) -> DataFrame:
         F.col("req_rebalance_timeout_ms").alias("rebalance_timeout_ms"))
 
 
-def generations(exchanges: DataFrame) -> DataFrame:
-    """One row per (capture, group, generation): start (first JoinGroup sent), end (last SyncGroup answer), members."""
-    g = group_requests(exchanges)
+def requests(inp: Inputs) -> DataFrame:
+    """:func:`group_requests` of the inputs: kept once for every group rule (``findings.prepared``), else derived."""
+    return inp.group_requests if inp.group_requests is not None else group_requests(inp.exchanges)
+
+
+def generations(g: DataFrame) -> DataFrame:
+    """One row per (capture, group, generation) of :func:`group_requests` ``g``: start (first JoinGroup sent),
+    end (last SyncGroup answer), members."""
     joins = g.where((F.col("api_name") == "JoinGroup") & (F.col("error_name") == "NONE"))
     syncs = (g.where((F.col("api_name") == "SyncGroup") & F.col("response_ts").isNotNull())
              .groupBy("capture", "group_id", "generation_id").agg(F.max("response_ts").alias("sync_end")))
@@ -53,8 +58,13 @@ def generations(exchanges: DataFrame) -> DataFrame:
             .drop("sync_end", "join_end"))
 
 
+def generations_of(inp: Inputs) -> DataFrame:
+    """:func:`generations` of the inputs: kept once (``findings.prepared``), else derived."""
+    return inp.generations if inp.generations is not None else generations(requests(inp))
+
+
 def rebalance_storm(inp: Inputs, th: Thresholds) -> DataFrame:
-    gens = generations(inp.exchanges)
+    gens = generations_of(inp)
     agg = (gens.groupBy("capture", "group_id")
            .agg(F.count(F.lit(1)).alias("rebalances"), F.min("start_ts").alias("first_ts"),
                 F.max("end_ts").alias("last_ts"), F.sort_array(F.collect_set("generation_id")).alias("generations")))
@@ -72,7 +82,7 @@ def rebalance_storm(inp: Inputs, th: Thresholds) -> DataFrame:
 
 
 def long_rebalance(inp: Inputs, th: Thresholds) -> DataFrame:
-    gens = generations(inp.exchanges).where(F.col("duration_ms") >= th["min_duration_ms"])
+    gens = generations_of(inp).where(F.col("duration_ms") >= th["min_duration_ms"])
     return emit(gens, "group.long_rebalance", "warning", "group", F.col("group_id"),
                 {"generation_id": F.col("generation_id"), "duration_ms": rounded(F.col("duration_ms"), 1),
                  "members": F.col("members"), "clients": F.col("clients")},
@@ -85,8 +95,8 @@ def long_rebalance(inp: Inputs, th: Thresholds) -> DataFrame:
                 first_ts=F.col("start_ts"), last_ts=F.col("end_ts"))
 
 
-def _member_timeline(exchanges: DataFrame) -> DataFrame:
-    g = group_requests(exchanges).where(F.col("member_id").isNotNull() & (F.col("member_id") != ""))
+def _member_timeline(g: DataFrame) -> DataFrame:
+    g = g.where(F.col("member_id").isNotNull() & (F.col("member_id") != ""))
     w = Window.partitionBy("capture", "group_id", "member_id").orderBy("request_ts", "correlation_id")
     session = F.max("session_timeout_ms").over(Window.partitionBy("capture", "group_id", "member_id"))
     return (g.withColumn("session_ms", session)
@@ -98,7 +108,7 @@ def _member_timeline(exchanges: DataFrame) -> DataFrame:
 
 
 def session_timeout(inp: Inputs, th: Thresholds) -> DataFrame:
-    t = _member_timeline(inp.exchanges)
+    t = _member_timeline(requests(inp))
     session = F.coalesce(F.col("session_ms"), F.lit(th["default_session_timeout_ms"]))
     # Back after a silence longer than its session, and told it is no longer a member; no LeaveGroup before.
     hits = t.where((F.col("api_name") != "LeaveGroup") & (F.col("silent_ms") >= session)
@@ -118,14 +128,16 @@ def session_timeout(inp: Inputs, th: Thresholds) -> DataFrame:
                 first_ts=F.col("done_ts"), last_ts=F.col("next_ts"))
 
 
-def generation_members(exchanges: DataFrame) -> DataFrame:
-    """(capture, group_id, generation_id, member_id): the members each generation was formed with."""
-    return (group_requests(exchanges).where((F.col("api_name") == "JoinGroup") & (F.col("error_name") == "NONE"))
+def generation_members(g: DataFrame) -> DataFrame:
+    """(capture, group_id, generation_id, member_id) of :func:`group_requests` ``g``: the members each
+    generation was formed with."""
+    return (g.where((F.col("api_name") == "JoinGroup") & (F.col("error_name") == "NONE"))
             .select("capture", "group_id", "generation_id", "member_id").distinct())
 
 
 def member_vanished(inp: Inputs, th: Thresholds) -> DataFrame:
-    g = group_requests(inp.exchanges).where(F.col("member_id").isNotNull() & (F.col("member_id") != ""))
+    requested = requests(inp)
+    g = requested.where(F.col("member_id").isNotNull() & (F.col("member_id") != ""))
     member = ["capture", "group_id", "member_id"]
     # Each member's last request: a member that ends with anything but LeaveGroup and is never heard of again
     # is gone without a word (killed, crashed, cut off). One whose last request was told it is no longer a
@@ -139,9 +151,9 @@ def member_vanished(inp: Inputs, th: Thresholds) -> DataFrame:
             .select(*member, "session_ms", F.col("last.api_name").alias("last_api"),
                     F.col("last.api_version").alias("last_version"), F.col("last.client_id").alias("client_id"),
                     F.coalesce("last.response_ts", "last.request_ts").alias("last_ts")))
-    held = generation_members(inp.exchanges)
+    held = generation_members(requested)
     joined = held.groupBy(*member).agg(F.max("generation_id").alias("held_generation"))
-    gens = generations(inp.exchanges).select(
+    gens = generations_of(inp).select(
         "capture", "group_id", F.col("generation_id").alias("next_generation"), F.col("start_ts").alias("rebalance_ts"),
         F.col("end_ts").alias("formed_ts"), F.col("duration_ms").alias("rebalance_ms"),
         F.col("clients").alias("members_after"))
@@ -178,7 +190,7 @@ def member_vanished(inp: Inputs, th: Thresholds) -> DataFrame:
 
 
 def poll_timeout(inp: Inputs, th: Thresholds) -> DataFrame:
-    g = group_requests(inp.exchanges)
+    g = requests(inp)
     failed = g.where((F.col("api_name") == "OffsetCommit") & F.col("error_name").isin(*EVICTED))
     rejoins = (g.where(F.col("api_name") == "JoinGroup")
                .select("capture", "group_id", "client_id", F.col("request_ts").alias("rejoin_ts"),
@@ -186,7 +198,7 @@ def poll_timeout(inp: Inputs, th: Thresholds) -> DataFrame:
     j = (failed.alias("f").join(rejoins.alias("r"), ["capture", "group_id", "client_id"])
          .where(F.col("rejoin_ts") > F.col("f.request_ts")))
     # Heartbeats kept the member's session alive: a silence would be a session timeout instead.
-    t = _member_timeline(inp.exchanges)
+    t = _member_timeline(g)
     silent = (t.where(F.col("silent_ms") >= F.coalesce(F.col("session_ms"), F.lit(th["default_session_timeout_ms"])))
               .select("capture", "group_id", "member_id").distinct())
     j = j.join(silent, ["capture", "group_id", "member_id"], "left_anti")

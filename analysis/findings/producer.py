@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import reduce
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -155,22 +157,36 @@ def acks(inp: Inputs, th: Thresholds) -> DataFrame:
                 show_line(F.col("capture"), ["Produce"], client_id=F.col("client_id")))
 
 
-def _resent(inp: Inputs) -> DataFrame:
-    """Batches sent more than once: same client, topic-partition, batch CRC, records, size and timestamps."""
-    key = ["capture", "client_id", "topic", "partition", "first_crc", "record_count", "total_bytes",
-           "first_timestamp", "max_timestamp", "producer_id", "base_sequence"]
+RESEND_KEY = ["capture", "client_id", "topic", "partition", "first_crc", "record_count", "total_bytes",
+              "first_timestamp", "max_timestamp", "producer_id", "base_sequence"]
+
+
+def resent_batches(inp: Inputs) -> DataFrame:
+    """Batches sent more than once: same client, topic-partition, batch CRC, records, size and timestamps.
+
+    Counted first, then only the batches sent twice or more are joined to their answers and listed: in a
+    capture of hundreds of thousands of batches, a few are re-sent, and a list per batch costs ten times
+    a count. Key columns may be null (no producer id before v3): they match as in the grouping."""
     b = batches_of(inp).where(F.col("batch_count") > 0)
+    twice = (b.groupBy(*RESEND_KEY).agg(F.count(F.lit(1)).alias("copies")).where(F.col("copies") >= 2)
+             .drop("copies"))
+    same = reduce(lambda a, c: a & c, [b[k].eqNullSafe(twice[k]) for k in RESEND_KEY])
+    b = b.join(twice, same, "left_semi")
     out = _produce_outcomes(inp.partitions)
     b = b.join(out, ["capture", "connection", "correlation_id", "topic", "partition"], "left")
-    return (b.groupBy(*key)
+    return (b.groupBy(*RESEND_KEY)
             .agg(F.count(F.lit(1)).alias("copies"),
                  F.sort_array(F.collect_list(F.struct(
                      F.col("request_ts").alias("ts"), "connection", "correlation_id",
                      F.coalesce(F.col("outcome"), F.when(F.col("status") == "no_response", "no answer")
                                 .otherwise(F.col("status"))).alias("outcome"),
                      "assigned_offset"))).alias("sends"),
-                 F.min("request_ts").alias("first_ts"), F.max("request_ts").alias("last_ts"))
-            .where(F.col("copies") >= 2))
+                 F.min("request_ts").alias("first_ts"), F.max("request_ts").alias("last_ts")))
+
+
+def _resent(inp: Inputs) -> DataFrame:
+    """:func:`resent_batches` of the inputs: kept once for both rules (``findings.prepared``), else derived."""
+    return inp.resent if inp.resent is not None else resent_batches(inp)
 
 
 def duplicates(inp: Inputs, th: Thresholds) -> DataFrame:
