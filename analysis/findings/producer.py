@@ -165,8 +165,9 @@ def resent_batches(inp: Inputs) -> DataFrame:
     """Batches sent more than once: same client, topic-partition, batch CRC, records, size and timestamps.
 
     Counted first, then only the batches sent twice or more are joined to their answers and listed: in a
-    capture of hundreds of thousands of batches, a few are re-sent, and a list per batch costs ten times
-    a count. Key columns may be null (no producer id before v3): they match as in the grouping."""
+    capture of hundreds of thousands of batches a few are re-sent, and a count is far cheaper than a list
+    per batch. Key columns may be null (a legacy message set has no producer id): they match as the
+    grouping does."""
     b = batches_of(inp).where(F.col("batch_count") > 0)
     twice = (b.groupBy(*RESEND_KEY).agg(F.count(F.lit(1)).alias("copies")).where(F.col("copies") >= 2)
              .drop("copies"))
