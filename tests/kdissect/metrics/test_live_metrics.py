@@ -21,7 +21,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from ..conftest import REPO
-from tests.kdissect.run.test_live import _clients, _finish, _live, needs_root
+from tests.kdissect.run.test_live import _clients, _finish, _live, _spool_settled, needs_root
 from tests.kdissect.metrics.otlp_receiver import otlp_receiver
 
 ALERTS = REPO / "dashboards" / "kdissect-alerts.yml"
@@ -156,6 +156,7 @@ def test_every_stop_path_counts_the_backlog_decoded_after_it(tmp_path: Path, sto
         try:
             report = _clients(bootstrap, "stop", "--messages", "4000", "--size", "50", "--linger", "1")
             if stop == "SIGTERM":
+                _spool_settled(tmp_path / "live" / ".spool")
                 live.send_signal(signal.SIGTERM)
             elif stop == "duration":
                 time.sleep(max(0.0, started + 8.5 - time.monotonic()))

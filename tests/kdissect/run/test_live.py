@@ -139,6 +139,19 @@ def _clients(bootstrap: str, topic: str, *args: str, ns: str | None = None) -> d
     return report
 
 
+def _spool_settled(spool: Path, quiet: float = 0.5, limit: float = 20) -> None:
+    """Wait until the capture process has written what the kernel queued: on a loaded machine it can still
+    be reading the socket when the clients end, and a stop then finds the backlog in the kernel, not the spool."""
+    size, since, end = -1, time.monotonic(), time.monotonic() + limit
+    while time.monotonic() < end:
+        now = sum(f.stat().st_size for f in spool.glob("*/*.pcapng"))
+        if now != size:
+            size, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+        time.sleep(0.05)
+
+
 def _decode(pcaps: list[Path], out: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "kdissect", "decode", *map(str, pcaps), "-o", str(out), "-q"],
                        capture_output=True, text=True, timeout=300, env=_env(), cwd=REPO, check=False)
@@ -281,6 +294,7 @@ def test_every_stop_decodes_the_backlog(tmp_path: Path, stop: str) -> None:
             with tcpdump(pcap, ns=ns, iface="lo", bpf=["tcp", "port", str(port)]):
                 report = _clients(bootstrap, "burst", "--messages", "15000", "--size", "50", "--linger", "1",
                                   ns=ns)
+                _spool_settled(tmp_path / "live" / ".spool")
                 live.send_signal(getattr(signal, stop))
         finally:
             os.kill(live.pid, signal.SIGCONT)
