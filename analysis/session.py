@@ -397,12 +397,14 @@ def conf_for_size(input_bytes: int) -> dict[str, str]:
     Small inputs: no adaptive execution (it plans each shuffle stage as a job of its own, and re-plans
     after each: most of a tiny query's cost, for nothing to adapt), and expressions interpreted rather
     than compiled to Java (compiling each query's code costs more than running it on a few thousand
-    rows). Large inputs keep Spark's defaults.
+    rows), and no broadcast joins (each broadcast is a Spark job of its own that collects, serializes and
+    ships a side of a few rows: a sort-merge join in the query's own stages costs less). Large inputs keep
+    Spark's defaults.
     """
     if input_bytes > jvm.SMALL_INPUT:
         return {}
     return {"spark.sql.adaptive.enabled": "false", "spark.sql.codegen.wholeStage": "false",
-            "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+            "spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.sql.autoBroadcastJoinThreshold": "-1"}
 
 
 def jvm_options(input_bytes: int) -> list[str]:

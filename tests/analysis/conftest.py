@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from analysis import dataset
-from analysis.session import LONG_RUNNING
+from analysis.session import LONG_RUNNING, conf_for_size
 
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=dt.UTC)
 
@@ -33,13 +33,12 @@ def spark():
                .config("spark.default.parallelism", "1")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.codegen.wholeStage", "false")
-               .config("spark.sql.adaptive.enabled", "false")
                .config("spark.driver.memory", "2g")
                # Spark sizes a memory page from the heap (64 MB here), and every broadcast join's hash
                # table takes at least one: tests' tables are tiny.
                .config("spark.buffer.pageSize", "4m")
                .config(map=LONG_RUNNING)
+               .config(map=conf_for_size(0))         # what a small input's analysis runs with
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     yield session

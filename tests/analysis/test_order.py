@@ -1,4 +1,5 @@
-"""A table's rows come out in one order whatever the partitioning: each sort ends with the table's keys.
+"""A table's rows come out in one order whatever the partitioning and join strategy: each sort ends with
+the table's keys.
 
 Rows tied on a table's leading sort columns (two clients with one error each, two topics with the same
 p99) used to come out in whichever order the plan produced them, so the same analysis differed between
@@ -26,17 +27,21 @@ def dataset(tmp_path_factory) -> Path:
     return out
 
 
-def test_every_table_is_row_for_row_the_same_over_one_or_three_shuffle_partitions(spark, dataset):
-    key = "spark.sql.shuffle.partitions"
-    before = spark.conf.get(key)
+def test_every_table_is_row_for_row_the_same_whatever_the_partitions_and_joins(spark, dataset):
+    """One shuffle partition and sort-merge joins (a small input's settings) against three partitions and
+    broadcast joins (a large input's)."""
+    large = {"spark.sql.shuffle.partitions": "3", "spark.sql.autoBroadcastJoinThreshold": "10485760"}
+    before = {key: spark.conf.get(key) for key in large}
+    assert before["spark.sql.autoBroadcastJoinThreshold"] == "-1"
     try:
         one = runner.as_json(runner.analyze(spark, runner.Request([str(dataset)]), runner.JOBS))
-        spark.conf.set(key, "3")
-        three = runner.as_json(runner.analyze(spark, runner.Request([str(dataset)], conf={key: "3"}),
-                                              runner.JOBS))
+        for key, value in large.items():
+            spark.conf.set(key, value)
+        three = runner.as_json(runner.analyze(spark, runner.Request([str(dataset)], conf=large), runner.JOBS))
     finally:
-        spark.conf.set(key, before)
-    assert spark.conf.get(key) == before
+        for key, value in before.items():
+            spark.conf.set(key, value)
+    assert {key: spark.conf.get(key) for key in large} == before
     # The sample has the ties this is about: three consumers each met MEMBER_ID_REQUIRED once.
     assert [r["count"] for r in one["errors"]] == [1, 1, 1]
     assert len({r["client_id"] for r in one["errors"]}) == 3
