@@ -54,10 +54,15 @@ def events(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
     return per_partition.select(*EVENT).unionByName(per_exchange.select(*EVENT))
 
 
-def errors(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
-    """Per api, error, client, broker and topic-partition: count, share of the api's exchanges, first/last seen."""
+def _events(exchanges: DataFrame, partitions: DataFrame, ev: DataFrame | None) -> DataFrame:
+    return events(exchanges, partitions) if ev is None else ev
+
+
+def errors(exchanges: DataFrame, partitions: DataFrame, ev: DataFrame | None = None) -> DataFrame:
+    """Per api, error, client, broker and topic-partition: count, share of the api's exchanges, first/last
+    seen. ``ev``: the :func:`events` when the caller has them already."""
     totals = exchanges.groupBy("api_name").agg(F.count(F.lit(1)).alias("api_exchanges"))
-    return (events(exchanges, partitions)
+    return (_events(exchanges, partitions, ev)
             .groupBy("api_name", "error_name", "error_code", "client_id", "broker", "topic", "partition")
             .agg(F.count(F.lit(1)).alias("count"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"))
             .join(totals, "api_name", "left")
@@ -66,8 +71,9 @@ def errors(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
                     retriable().alias("retriable"), "first_ts", "last_ts"))
 
 
-def over_time(exchanges: DataFrame, partitions: DataFrame, window: str = "1 minute") -> DataFrame:
-    return (events(exchanges, partitions)
+def over_time(exchanges: DataFrame, partitions: DataFrame, window: str = "1 minute",
+              ev: DataFrame | None = None) -> DataFrame:
+    return (_events(exchanges, partitions, ev)
             .groupBy(F.window("ts", window).alias("w"), "api_name", "error_name")
             .agg(F.count(F.lit(1)).alias("count"))
             .select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
@@ -75,11 +81,12 @@ def over_time(exchanges: DataFrame, partitions: DataFrame, window: str = "1 minu
 
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
+    ev = ds.keep(events(ds.exchanges, ds.partitions))     # both tables count the same events
     return {
-        "errors": frames.ordered(errors(ds.exchanges, ds.partitions), F.col("count").desc(), "api_name",
+        "errors": frames.ordered(errors(ds.exchanges, ds.partitions, ev), F.col("count").desc(), "api_name",
                                  "error_name", "error_code", "client_id", "broker", "topic", "partition"),
-        "errors_over_time": frames.ordered(over_time(ds.exchanges, ds.partitions, opts.window), "window_start",
-                                           "api_name", "error_name"),
+        "errors_over_time": frames.ordered(over_time(ds.exchanges, ds.partitions, opts.window, ev),
+                                           "window_start", "api_name", "error_name"),
     }
 
 

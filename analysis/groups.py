@@ -220,12 +220,16 @@ def offset_commits(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
     gx = ds.keep(group_exchanges(ds.exchanges))
     gens = ds.keep(generation_spans(gx))
+    commits = (frames.OFFSET_COMMIT, frames.TXN_OFFSET_COMMIT)
     return {
-        "rebalances": frames.ordered(rebalances(ds.exchanges, gx, gens), "group_id", "start_ts", "generation_id"),
-        "group_members": frames.ordered(group_members(ds.exchanges, ds.partitions, gx), "group_id", "generation_id",
-                                        "client_id", "member_id"),
-        "offset_commits": frames.ordered(offset_commits(ds.exchanges, ds.partitions), "group_id", "topic",
-                                         "partition", "ts", "client_id", "committed_offset"),
+        "rebalances": runner.needs(opts, frames.ordered(rebalances(ds.exchanges, gx, gens), "group_id", "start_ts",
+                                                        "generation_id"), *GROUP_APIS),
+        "group_members": runner.needs(opts, frames.ordered(group_members(ds.exchanges, ds.partitions, gx),
+                                                           "group_id", "generation_id", "client_id", "member_id"),
+                                      *GROUP_APIS),
+        "offset_commits": runner.needs(opts, frames.ordered(offset_commits(ds.exchanges, ds.partitions), "group_id",
+                                                            "topic", "partition", "ts", "client_id",
+                                                            "committed_offset"), *commits),
     }
 
 

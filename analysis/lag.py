@@ -151,17 +151,21 @@ def produce_to_fetch(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
              .groupBy(*TP, "client_id", "offset")
              .agg(F.min(frames.millis_between("produced_ts", "fetched_ts")).alias("delay_ms")))
     q = F.percentile_approx("delay_ms", [0.5, 0.99], ACCURACY)
-    return (first.groupBy(*TP, "client_id")
+    return (frames.in_group_order(first, [*TP, "client_id"], "delay_ms").groupBy(*TP, "client_id")
             .agg(F.count(F.lit(1)).alias("count"), q[0].alias("p50_ms"), q[1].alias("p99_ms"),
                  F.max("delay_ms").alias("max_ms")))
 
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
+    # Fetch positions, or commits; both a Produce and the Fetch that got its records.
+    lag_apis = (frames.FETCH, frames.OFFSET_COMMIT, frames.TXN_OFFSET_COMMIT)
     return {
-        "consumer_lag": frames.ordered(consumer_lag(ds.exchanges, ds.partitions, ds.keep),
-                                       F.col("lag").desc_nulls_last(), "group_id", "topic", "partition", "client_id"),
-        "produce_to_fetch": frames.ordered(produce_to_fetch(ds.exchanges, ds.partitions), F.col("p50_ms").desc(),
-                                           "topic", "partition", "client_id"),
+        "consumer_lag": runner.needs(opts, frames.ordered(consumer_lag(ds.exchanges, ds.partitions, ds.keep),
+                                                          F.col("lag").desc_nulls_last(), "group_id", "topic",
+                                                          "partition", "client_id"), *lag_apis),
+        "produce_to_fetch": runner.needs(opts, frames.ordered(produce_to_fetch(ds.exchanges, ds.partitions),
+                                                              F.col("p50_ms").desc(), "topic", "partition",
+                                                              "client_id"), all_of=(frames.PRODUCE, frames.FETCH)),
     }
 
 

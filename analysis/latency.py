@@ -93,8 +93,8 @@ def stats(value: str = "latency_ms") -> list[Column]:
 STATS = ["count", "mean_ms", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"]
 
 
-def percentiles(rows: DataFrame, *keys: str | Column) -> DataFrame:
-    return rows.groupBy(*keys).agg(*stats())
+def percentiles(rows: DataFrame, *keys: str) -> DataFrame:
+    return frames.in_group_order(rows, keys, "latency_ms").groupBy(*keys).agg(*stats())
 
 
 def by_api(rows: DataFrame) -> DataFrame:
@@ -106,7 +106,7 @@ def by_client(rows: DataFrame) -> DataFrame:
 
 
 def by_broker(rows: DataFrame) -> DataFrame:
-    return percentiles(rows, frames.broker().alias("broker"))
+    return percentiles(rows.withColumn("broker", frames.broker()), "broker")
 
 
 def exchange_topics(partitions: DataFrame) -> DataFrame:
@@ -122,7 +122,7 @@ def by_topic(rows: DataFrame, partitions: DataFrame) -> DataFrame:
 
 def over_time(rows: DataFrame, window: str = "1 minute") -> DataFrame:
     """Per window of request time and api."""
-    return (rows.groupBy(F.window("request_ts", window).alias("w"), "api_name").agg(*stats())
+    return (percentiles(rows.withColumn("w", F.window("request_ts", window)), "w", "api_name")
             .select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
                     "api_name", *STATS))
 
@@ -142,7 +142,7 @@ def spikes(windows: DataFrame, factor: float = 3.0, min_count: int = 5) -> DataF
 
     ``min_count`` keeps a window holding one slow request from counting as a spike.
     """
-    baseline = windows.groupBy("api_name").agg(
+    baseline = frames.in_group_order(windows, ["api_name"], "p99_ms").groupBy("api_name").agg(
         F.percentile_approx("p99_ms", 0.5, ACCURACY).alias("baseline_p99_ms"))
     return (windows.join(baseline, "api_name")
             .withColumn("ratio", F.col("p99_ms") / F.col("baseline_p99_ms"))
@@ -163,8 +163,9 @@ def size_bucket() -> tuple[Column, Column]:
 def by_size(rows: DataFrame) -> DataFrame:
     """Produce latency per request size bucket: do big batches wait longer?"""
     label, low = size_bucket()
-    return (rows.where(F.col("api_key") == frames.PRODUCE)
-            .groupBy(label.alias("size_bucket"), low.cast("long").alias("size_low_bytes")).agg(*stats()))
+    return percentiles(rows.where(F.col("api_key") == frames.PRODUCE)
+                       .select("latency_ms", label.alias("size_bucket"), low.cast("long").alias("size_low_bytes")),
+                       "size_bucket", "size_low_bytes")
 
 
 def idle_fetches(classified_exchanges: DataFrame) -> DataFrame:
@@ -190,7 +191,8 @@ def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
         "latency_spikes": ordered(spikes(windows, opts.spike_factor, opts.spike_min_count), F.col("ratio").desc(),
                                   "window_start", "api_name"),
         "latency_by_size": ordered(by_size(busy), "size_low_bytes"),
-        "idle_fetches": ordered(idle_fetches(rows), F.col("count").desc(), "client_id", "broker"),
+        "idle_fetches": runner.needs(opts, ordered(idle_fetches(rows), F.col("count").desc(), "client_id",
+                                                   "broker"), frames.FETCH),
     }
 
 

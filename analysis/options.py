@@ -12,12 +12,23 @@ MAX_WINDOWS = 120
 
 
 @dataclass(frozen=True)
+class Present:
+    """What a dataset holds, from the query that reads it: for skipping the rules that cannot fire on it."""
+
+    apis: frozenset[str] = frozenset()            # api names of its exchanges and partition rows
+    api_keys: frozenset[int] = frozenset()        # ... and their keys
+    errors: frozenset[str] = frozenset()          # error names its exchanges were answered with
+    throttled: frozenset[str] = frozenset()       # api names of exchanges with a throttle time
+
+
+@dataclass(frozen=True)
 class Options:
     window: str = "1 minute"       # time bucket of the *_over_time tables
     spike_factor: float = 3.0      # a window is a spike when its p99 is this many times the median window p99
     spike_min_count: int = 5       # ... and holds at least this many requests
     idle_fraction: float = 0.9     # an empty Fetch that waited this fraction of max_wait_ms is a long-poll
     findings: Any = None           # analysis.findings.Config: rule thresholds (None: the defaults)
+    present: Present | None = None  # None: unknown, every rule runs
 
 
 def window_for(span_seconds: float) -> str:

@@ -81,8 +81,8 @@ def producers(exchanges: DataFrame) -> DataFrame:
 
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
-    return {"producers": frames.ordered(producers(ds.exchanges), F.col("records").desc(), "client_id",
-                                       "producer_id")}
+    return {"producers": runner.needs(opts, frames.ordered(producers(ds.exchanges), F.col("records").desc(),
+                                                           "client_id", "producer_id"), frames.PRODUCE)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from analysis.exceptions import AnalysisError, UsageError
-from analysis.options import Options, window_for
+from analysis.options import Options, Present, window_for
 
 # A job: the dataset and options in, named result tables out (lazy DataFrames).
 Tables = Callable[[Any, Options], "dict[str, Any]"]
@@ -175,6 +175,30 @@ class Pieces:
     merge: Callable[[list[pa.Table]], pa.Table]
 
 
+@dataclass(frozen=True)
+class Empty:
+    """A table known to be empty without asking Spark (:func:`needs`): collected as its schema alone."""
+
+    frame: Any
+
+
+def needs(opts: Any, df: Any, *any_of: int, all_of: Sequence[int] = ()) -> Any:
+    """``df``, or :class:`Empty` when the dataset (``opts.present``) holds none of the api keys ``any_of``
+    or lacks one of ``all_of``: a table over those apis' exchanges, which would be empty, costs no query."""
+    present = getattr(opts, "present", None)
+    if present is None:
+        return df
+    if (any_of and not present.api_keys & set(any_of)) or not set(all_of) <= present.api_keys:
+        return Empty(df)
+    return df
+
+
+def empty_table(df: Any) -> pa.Table:
+    """The table ``collect(df)`` gives when ``df`` has no rows, from its schema alone."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    return to_arrow_schema(df.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC").empty_table()
+
+
 @dataclass
 class Stats:
     """Where a run's time went (seconds from its start), and how many Spark jobs it ran."""
@@ -204,24 +228,44 @@ def workers(spark: Any) -> int:
 def prepare(spark: Any, request: Request, stats: Stats | None = None) -> Any:
     """The datasets read and cut to the time range, exchanges parsed into facts and kept, the window chosen:
     ``(dataset, options)``. One Spark job reads and parses everything and gives the capture's span."""
-    from pyspark.sql import functions as F
-
     from analysis import dataset, session
 
     t0 = time.monotonic()
     ds = dataset.cached(dataset.load(spark, request.datasets, request.since, request.until))
     session.size_shuffle(spark, ds.input_bytes, user_set="spark.sql.shuffle.partitions" in request.conf)
-    ts = F.coalesce("request_ts", "response_ts")
-    span = ds.exchanges.agg(F.min(ts).alias("a"), F.max(ts).alias("b")).first()
+    present, first, last = inventory(ds)
     if stats:
         stats.mark("read + parse + cache exchanges", t0)
     window = request.window
     if window is None:
-        if span is None or span["a"] is None:
+        if first is None:
             ds.release()
             raise UsageError("no exchanges in the time range given (--since/--until)")
-        window = window_for((span["b"] - span["a"]).total_seconds())
-    return ds, Options(window=window, findings=request.findings if request.findings is not None else findings_config())
+        window = window_for((last - first).total_seconds())
+    return ds, Options(window=window, findings=request.findings if request.findings is not None else findings_config(),
+                       present=present)
+
+
+def inventory(ds: Any) -> tuple[Present, Any, Any]:
+    """The apis, errors and throttled apis of the kept exchanges and partitions, and the capture's first and
+    last exchange time: one small query, which is also the one that reads, parses and keeps them."""
+    from pyspark.sql import functions as F
+
+    ts = F.coalesce("request_ts", "response_ts")
+    ex = (ds.exchanges.groupBy("api_key", "api_name", "error_name")
+          .agg(F.min(ts).alias("a"), F.max(ts).alias("b"), F.max(F.col("throttle_ms").cast("long")).alias("throttle_ms")))
+    parts = ds.partitions.select("api_key", "api_name").distinct().select(
+        "api_key", "api_name", F.lit(None).cast("string").alias("error_name"), F.lit(None).cast("timestamp").alias("a"),
+        F.lit(None).cast("timestamp").alias("b"), F.lit(None).cast("long").alias("throttle_ms"))
+    rows = ex.unionByName(parts).collect()
+    firsts = [r["a"] for r in rows if r["a"] is not None]
+    lasts = [r["b"] for r in rows if r["b"] is not None]
+    present = Present(apis=frozenset(r["api_name"] for r in rows if r["api_name"] is not None),
+                      api_keys=frozenset(r["api_key"] for r in rows if r["api_key"] is not None),
+                      errors=frozenset(r["error_name"] for r in rows if r["error_name"] is not None),
+                      throttled=frozenset(r["api_name"] for r in rows
+                                          if r["api_name"] is not None and (r["throttle_ms"] or 0) > 0))
+    return present, (min(firsts) if firsts else None), (max(lasts) if lasts else None)
 
 
 def analyze(spark: Any, request: Request, jobs: Sequence[str],
@@ -334,6 +378,8 @@ def _analyze(spark: Any, request: Request, jobs: Sequence[str],
 def collect(df: Any) -> pa.Table:
     """A small result table to the driver, as Arrow (timestamps stay UTC)."""
     from analysis.session import is_remote
+    if isinstance(df, Empty):
+        return empty_table(df.frame)
     if is_remote(df.sparkSession):
         return _collect_remote(df)
     return df.toArrow()

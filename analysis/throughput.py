@@ -64,6 +64,10 @@ def flows(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
     return prod.select(*FLOWS).unionByName(fetch.select(*FLOWS))
 
 
+def _flows(exchanges: DataFrame, partitions: DataFrame, fl: DataFrame | None) -> DataFrame:
+    return flows(exchanges, partitions) if fl is None else fl
+
+
 def _sums() -> list:
     return [F.sum("produced_records").alias("produced_records"), F.sum("produced_bytes").alias("produced_bytes"),
             F.sum("acks0_records").alias("acks0_records"),
@@ -73,24 +77,26 @@ def _sums() -> list:
             F.countDistinct(*frames.KEYS).alias("requests")]
 
 
-def by_topic(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
-    """Per topic-partition over the whole capture; ``requests_per_s`` over the capture's span."""
+def by_topic(exchanges: DataFrame, partitions: DataFrame, fl: DataFrame | None = None) -> DataFrame:
+    """Per topic-partition over the whole capture; ``requests_per_s`` over the capture's span. ``fl``: the
+    :func:`flows` when the caller has them already."""
     span = exchanges.agg(F.greatest(frames.millis_between(F.min(frames.exchange_ts()), F.max(frames.exchange_ts()))
                                     / 1000.0, F.lit(1e-3)).alias("span_s"))
-    return (flows(exchanges, partitions).groupBy("topic", "partition").agg(*_sums())
+    return (_flows(exchanges, partitions, fl).groupBy("topic", "partition").agg(*_sums())
             .crossJoin(span)
             .withColumn("requests_per_s", F.col("requests") / F.col("span_s")).drop("span_s"))
 
 
-def over_time(exchanges: DataFrame, partitions: DataFrame, window: str = "1 minute") -> DataFrame:
-    return (flows(exchanges, partitions).groupBy(F.window("ts", window).alias("w"), "topic").agg(*_sums())
+def over_time(exchanges: DataFrame, partitions: DataFrame, window: str = "1 minute",
+              fl: DataFrame | None = None) -> DataFrame:
+    return (_flows(exchanges, partitions, fl).groupBy(F.window("ts", window).alias("w"), "topic").agg(*_sums())
             .select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"), "topic",
                     "produced_records", "produced_bytes", "fetched_records", "fetched_bytes", "requests"))
 
 
-def top_clients(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
+def top_clients(exchanges: DataFrame, partitions: DataFrame, fl: DataFrame | None = None) -> DataFrame:
     """Per client id: bytes and records produced and fetched, and all its requests."""
-    data = (flows(exchanges, partitions).groupBy("client_id")
+    data = (_flows(exchanges, partitions, fl).groupBy("client_id")
             .agg(F.sum("produced_records").alias("produced_records"), F.sum("produced_bytes").alias("produced_bytes"),
                  F.sum("fetched_records").alias("fetched_records"), F.sum("fetched_bytes").alias("fetched_bytes")))
     requests = exchanges.where(F.col("request_ts").isNotNull()).groupBy("client_id").agg(
@@ -104,11 +110,15 @@ def top_clients(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
     ex = ds.exchanges
+    # The three tables aggregate the same flows, whose two joins are most of their cost on a big capture.
+    fl = ds.keep(flows(ex, ds.partitions))
     most = (F.col("produced_bytes") + F.col("fetched_bytes")).desc()
     return {
-        "throughput_by_topic": frames.ordered(by_topic(ex, ds.partitions), most, "topic", "partition"),
-        "throughput_over_time": frames.ordered(over_time(ex, ds.partitions, opts.window), "window_start", "topic"),
-        "top_clients": frames.ordered(top_clients(ex, ds.partitions), most, F.col("requests").desc(), "client_id"),
+        "throughput_by_topic": frames.ordered(by_topic(ex, ds.partitions, fl), most, "topic", "partition"),
+        "throughput_over_time": frames.ordered(over_time(ex, ds.partitions, opts.window, fl), "window_start",
+                                               "topic"),
+        "top_clients": frames.ordered(top_clients(ex, ds.partitions, fl), most, F.col("requests").desc(),
+                                      "client_id"),
     }
 
 

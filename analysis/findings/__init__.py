@@ -50,10 +50,13 @@ def prepared(inp: Inputs, keep: Callable[[DataFrame], DataFrame] | None = None) 
     return replace(inp, resent=keep(producer.resent_batches(inp)))
 
 
-def rule_frames(inp: Inputs, config: Config | None = None) -> dict[str, DataFrame]:
-    """Each enabled rule's findings, by rule id (``inp`` as :func:`prepared` gives it, or not)."""
+def rule_frames(inp: Inputs, config: Config | None = None, present: Any = None) -> dict[str, DataFrame]:
+    """Each enabled rule's findings, by rule id (``inp`` as :func:`prepared` gives it, or not). Given what
+    the dataset holds (``present``, an ``analysis.options.Present``), the rules that cannot fire on it are
+    left out: their findings would be none, and each is a Spark query."""
     cfg = config or load(RULES)
-    return {r.id: r.run(inp, cfg.for_rule(r.id)) for r in RULES if r.id not in cfg.disabled}
+    return {r.id: r.run(inp, cfg.for_rule(r.id)) for r in RULES if r.id not in cfg.disabled
+            and (present is None or r.applies is None or r.applies(present))}
 
 
 def findings(inp: Inputs, config: Config | None = None) -> DataFrame:
@@ -115,7 +118,7 @@ def tables(ds: Any, opts: Any) -> dict[str, Any]:
     config = getattr(opts, "findings", None)
     inp = prepared(Inputs(ds.exchanges, ds.partitions, getattr(ds, "anomalies", None),
                           records=getattr(ds, "records", None)), getattr(ds, "keep", None))
-    return {"findings": Pieces(rule_frames(inp, config), merge)}
+    return {"findings": Pieces(rule_frames(inp, config, getattr(opts, "present", None)), merge)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from analysis import frames
 from analysis.findings.core import (
     Inputs,
     Rule,
@@ -17,6 +18,7 @@ from analysis.findings.core import (
     sh_quote,
     show_line,
     tp,
+    uses,
 )
 
 # Apis whose latency is a wait the client asked for (long poll, rebalance barrier), not broker speed.
@@ -26,7 +28,8 @@ WAITING_APIS = ("Fetch", "JoinGroup", "SyncGroup", "ShareFetch", "ConsumerGroupH
 def slow(inp: Inputs, th: Thresholds) -> DataFrame:
     ex = (inp.exchanges.where(F.col("latency_ms").isNotNull() & ~F.col("api_name").isin(*WAITING_APIS))
           .withColumn("broker", broker_of()))
-    per = (ex.groupBy("capture", "api_name", "broker")
+    per = (frames.in_group_order(ex, ["capture", "api_name", "broker"], "latency_ms")
+           .groupBy("capture", "api_name", "broker")
            .agg(F.count(F.lit(1)).alias("count"), F.percentile_approx("latency_ms", 0.99).alias("p99"),
                 F.min("request_ts").alias("first_ts"), F.max("request_ts").alias("last_ts"))
            .where(F.col("count") >= th["min_requests"]))
@@ -149,12 +152,14 @@ RULES = (
          slow, {"min_requests": 20, "min_ratio": 5.0, "min_difference_ms": 50.0}),
     Rule("broker.throttling", "responses with throttle_time_ms > 0: a quota bites",
          "throttled_responses, max_throttle_ms, total_throttle_ms, apis", "quotas: producer_byte_rate, "
-         "consumer_byte_rate, request_percentage", throttling, {"min_throttled_responses": 1}),
+         "consumer_byte_rate, request_percentage", throttling, {"min_throttled_responses": 1},
+         applies=lambda present: bool(present.throttled - {"ApiVersions"})),
     Rule("broker.unanswered", "requests never answered in the middle of a capture (a later request on the "
          "connection was answered, or the client went on elsewhere), not at its edges",
          "unanswered, apis, clients, requests", "request.timeout.ms; broker request queue", unanswered,
          {"edge_s": 1.0, "min_unanswered": 1}),
     Rule("topic.hot_partition", "a partition receiving far more than its topic's median partition",
          "bytes, records, topic_median_bytes, topic_partitions, share", "record keys, partitioner",
-         hot_partition, {"min_ratio": 5.0, "min_bytes": 1048576}),
+         hot_partition, {"min_ratio": 5.0, "min_bytes": 1048576},
+         applies=uses("Produce")),
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from analysis import frames
 from analysis.findings._removed_versions import MIN_VERSION_4X
 from analysis.findings.core import (
     Inputs,
@@ -19,6 +20,7 @@ from analysis.findings.core import (
     sh_quote,
     show_line,
     ts,
+    uses,
 )
 
 # Errors that mean "my view of the cluster is stale": a client meeting them again and again is looping.
@@ -80,11 +82,12 @@ def connection_churn(inp: Inputs, th: Thresholds) -> DataFrame:
                   F.sum((F.col("api_name") == "ApiVersions").cast("long")).alias("api_versions"),
                   F.sum(F.col("api_name").isin("SaslHandshake", "SaslAuthenticate").cast("long")).alias("sasl")))
     # The client id comes from requests; a connection whose requests were all missed has none.
-    conns = conns.where(F.col("client_id").isNotNull())
-    agg = (conns.groupBy("capture", "client_id")
+    conns = (conns.where(F.col("client_id").isNotNull())
+             .withColumn("lasted_s", seconds(F.col("first_ts"), F.col("last_ts"))))
+    agg = (frames.in_group_order(conns, ["capture", "client_id"], "lasted_s").groupBy("capture", "client_id")
            .agg(F.count(F.lit(1)).alias("connections"), F.min("first_ts").alias("first_ts"),
                 F.max("last_ts").alias("last_ts"),
-                F.percentile_approx(seconds(F.col("first_ts"), F.col("last_ts")), 0.5).alias("median_s"),
+                F.percentile_approx("lasted_s", 0.5).alias("median_s"),
                 F.sum("api_versions").alias("api_versions"), F.sum("sasl").alias("sasl")))
     agg = agg.withColumn("per_min", per_second(F.col("connections"), F.col("first_ts"), F.col("last_ts")) * 60)
     hits = agg.where((F.col("connections") >= th["min_connections"])
@@ -206,23 +209,27 @@ RULES = (
     Rule("client.error_storm", "a client meeting NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, "
          "LEADER_NOT_AVAILABLE, COORDINATOR_* (stale-metadata errors) again and again",
          "errors, errors_per_s, error_names, apis", "retry.backoff.ms, metadata.max.age.ms", error_storm,
-         {"min_errors": 10, "min_errors_per_s": 0.5}),
+         {"min_errors": 10, "min_errors_per_s": 0.5},
+         applies=lambda present: bool(present.errors & set(STORM_ERRORS))),
     Rule("client.metadata_storm", "Metadata requests per client per second above a threshold, or all-topics "
          "Metadata at a high rate", "metadata_requests, requests_per_s, all_topics_requests, connections",
          "topic.metadata.refresh.interval.ms, metadata.max.age.ms", metadata_storm,
-         {"min_requests": 20, "max_requests_per_s": 2.0, "max_all_topics_requests_per_s": 0.5}),
+         {"min_requests": 20, "max_requests_per_s": 2.0, "max_all_topics_requests_per_s": 0.5},
+         applies=uses("Metadata")),
     Rule("client.connection_churn", "many short connections from one client (reconnect loops, a client per "
          "message), each paying ApiVersions and SASL again", "connections, median_connection_s, "
          "connections_per_min, api_versions_requests, sasl_requests", "client reuse, connections.max.idle.ms, "
          "reconnect.backoff.ms", connection_churn, {"min_connections": 10, "max_median_connection_s": 10.0}),
     Rule("client.auth_failures", "repeated SASL authentication failures", "failures, errors, connections",
-         "sasl.mechanism, sasl.jaas.config / sasl.username", auth_failures, {"min_failures": 3}, "critical"),
+         "sasl.mechanism, sasl.jaas.config / sasl.username", auth_failures, {"min_failures": 3}, "critical",
+         applies=uses("SaslHandshake", "SaslAuthenticate")),
     Rule("client.no_client_id", "requests with no client id or a library default one (rdkafka, "
          "kafka-python-x, producer-1, ...)", "client_id, requests, connections, client_ips", "client.id",
          no_client_id, {"min_requests": 1}, "info"),
     Rule("client.legacy_format", "Produce v0-2 / magic 0-1 batches or Fetch v0-3: the legacy message format "
          "the broker must down-convert", "requests, api_versions", "client upgrade, api.version.request, "
-         "broker.version.fallback", legacy_format, {"min_requests": 1}),
+         "broker.version.fallback", legacy_format, {"min_requests": 1},
+         applies=uses("Produce", "Fetch")),
     Rule("client.old_versions", "api versions in Kafka 3.9's specs that 4.x removed (KIP-896): the client "
          "cannot talk to a 4.x broker", "requests, removed_versions", "client upgrade", old_versions,
          {"min_requests": 1}),

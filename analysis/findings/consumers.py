@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from analysis import frames
 from analysis.findings.core import (
     Inputs,
     Rule,
@@ -18,6 +19,7 @@ from analysis.findings.core import (
     show_line,
     tp,
     with_client,
+    uses,
 )
 
 
@@ -29,7 +31,8 @@ def commit_per_message(inp: Inputs, th: Thresholds) -> DataFrame:
     step = F.col("base_offset") - F.lag("base_offset").over(
         Window.partitionBy("capture", "group_id", "topic", "partition").orderBy("ts"))
     commits = commits.withColumn("step", step)
-    per_tp = (commits.groupBy("capture", "group_id", "topic", "partition")
+    per_tp = (frames.in_group_order(commits, ["capture", "group_id", "topic", "partition"], "step")
+              .groupBy("capture", "group_id", "topic", "partition")
               .agg(F.count(F.lit(1)).alias("commits"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
                    F.percentile_approx("step", 0.5).alias("median_step"),
                    F.sort_array(F.collect_set("client_id")).alias("clients")))
@@ -81,7 +84,8 @@ def _fetches(inp: Inputs) -> DataFrame:
 
 def busy_polling(inp: Inputs, th: Thresholds) -> DataFrame:
     empty = _fetches(inp).where(F.col("records") == 0)
-    agg = (empty.groupBy("capture", "client_id", "broker")
+    agg = (frames.in_group_order(empty, ["capture", "client_id", "broker"], "max_wait_ms", "min_bytes")
+           .groupBy("capture", "client_id", "broker")
            .agg(F.count(F.lit(1)).alias("empty"), F.min("request_ts").alias("first_ts"),
                 F.max("request_ts").alias("last_ts"),
                 F.percentile_approx("max_wait_ms", 0.5).alias("max_wait_ms"),
@@ -135,12 +139,15 @@ RULES = (
          "bringing records, or one commit per record or two, at a high rate", "commits, commits_per_s, "
          "fetches_with_records, records_fetched, median_offset_step", "enable.auto.commit, "
          "auto.commit.interval.ms", commit_per_message,
-         {"min_commits": 10, "min_commits_per_s": 1.0, "min_fetch_ratio": 0.5, "max_records_per_commit": 2}),
+         {"min_commits": 10, "min_commits_per_s": 1.0, "min_fetch_ratio": 0.5, "max_records_per_commit": 2},
+         applies=uses("OffsetCommit")),
     Rule("consumer.busy_polling", "empty Fetch responses with a tiny max_wait_ms, or with min_bytes 1 at a "
          "high rate", "empty_fetches, empty_per_s, max_wait_ms, min_bytes", "fetch.wait.max.ms / "
          "fetch.max.wait.ms, fetch.min.bytes", busy_polling,
-         {"min_empty_fetches": 50, "max_wait_ms": 10, "min_empty_per_s": 5, "high_empty_per_s": 50}),
+         {"min_empty_fetches": 50, "max_wait_ms": 10, "min_empty_per_s": 5, "high_empty_per_s": 50},
+         applies=uses("Fetch")),
     Rule("consumer.lag_growing", "lag (high watermark minus fetch position) that grows over the capture",
          "first_lag, last_lag, max_lag, growth_per_s", "consumer count, max.poll.records, fetch sizes",
-         lag_growing, {"min_samples": 10, "min_growth_records": 1000}),
+         lag_growing, {"min_samples": 10, "min_growth_records": 1000},
+         applies=uses("Fetch")),
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -69,6 +70,14 @@ class Rule:
     run: Callable[[Inputs, Thresholds], DataFrame]
     thresholds: Mapping[str, float] = field(default_factory=dict)
     severity: str = "warning"      # README: the severities it can give
+    # Whether it can fire on a dataset holding these (an analysis.options.Present); None: always.
+    applies: Callable[[Any], bool] | None = None
+
+
+def uses(*apis: str) -> Callable[[Any], bool]:
+    """``Rule.applies`` of a rule that reads only the exchanges or partition rows of ``apis``."""
+    wanted = frozenset(apis)
+    return lambda present: bool(present.apis & wanted)
 
 
 # --------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis import facts
-from analysis.findings.core import Inputs, Rule, Thresholds, emit, fmt, requests_of, rounded, show_line
+from analysis.findings.core import Inputs, Rule, Thresholds, emit, fmt, requests_of, rounded, show_line, uses
 
 GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "LeaveGroup")
 EVICTED = ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION")
@@ -218,21 +218,26 @@ def poll_timeout(inp: Inputs, th: Thresholds) -> DataFrame:
 RULES = (
     Rule("group.rebalance_storm", "more than a threshold of rebalances (generations) per hour",
          "rebalances, per_hour, generations", "session.timeout.ms, max.poll.interval.ms, group.instance.id",
-         rebalance_storm, {"min_rebalances": 5, "max_per_hour": 30}),
+         rebalance_storm, {"min_rebalances": 5, "max_per_hour": 30},
+         applies=uses(*GROUP_APIS)),
     Rule("group.long_rebalance", "a generation that took long to form (first JoinGroup to last SyncGroup)",
          "generation_id, duration_ms, members", "max.poll.interval.ms, group.initial.rebalance.delay.ms",
-         long_rebalance, {"min_duration_ms": 30000}),
+         long_rebalance, {"min_duration_ms": 30000},
+         applies=uses(*GROUP_APIS)),
     Rule("group.session_timeout", "a member silent past its session timeout, without LeaveGroup, then told "
          "UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION", "member_id, client_id, session_timeout_ms, silent_ms, "
          "answer_on_return", "session.timeout.ms, heartbeat.interval.ms", session_timeout,
-         {"default_session_timeout_ms": 45000}),
+         {"default_session_timeout_ms": 45000},
+         applies=uses(*GROUP_APIS)),
     Rule("group.member_vanished", "a member gone without LeaveGroup (killed, crashed, cut off) and never back: "
          "the group waited for its session to time out, then rebalanced without it", "member_id, client_id, "
          "last_request, session_timeout_ms, waited_ms, next_generation, rebalance_ms, members_after, unassigned_ms",
          "session.timeout.ms, heartbeat.interval.ms; closing consumers", member_vanished,
-         {"default_session_timeout_ms": 45000}),
+         {"default_session_timeout_ms": 45000},
+         applies=uses(*GROUP_APIS)),
     Rule("group.poll_timeout", "a member whose OffsetCommit failed with UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION "
          "while heartbeating, then rejoined: it exceeded max.poll.interval.ms", "member_id, client_id, "
          "commit_error, max_poll_interval_ms", "max.poll.interval.ms, max.poll.records", poll_timeout,
-         {"default_session_timeout_ms": 45000}),
+         {"default_session_timeout_ms": 45000},
+         applies=uses(*GROUP_APIS)),
 )

@@ -7,7 +7,7 @@ from functools import reduce
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analysis import facts
+from analysis import facts, frames
 from analysis.findings.core import (
     Inputs,
     Rule,
@@ -20,6 +20,7 @@ from analysis.findings.core import (
     rounded,
     show_line,
     tp,
+    uses,
 )
 
 
@@ -59,11 +60,12 @@ def tiny_batches(inp: Inputs, th: Thresholds) -> DataFrame:
     batches = batches_of(inp).where(F.col("batch_count") > 0)
     per_req = (batches.groupBy("capture", "client_id", "connection", "correlation_id")
                .agg(F.min("request_ts").alias("ts"), F.sum("record_count").alias("records"),
-                    F.sum("batch_count").alias("batches")))
-    agg = (per_req.groupBy("capture", "client_id")
+                    F.sum("batch_count").alias("batches"))
+               .withColumn("per_batch", F.col("records") / F.col("batches")))
+    agg = (frames.in_group_order(per_req, ["capture", "client_id"], "per_batch").groupBy("capture", "client_id")
            .agg(F.count(F.lit(1)).alias("requests"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
                 F.sum("records").alias("records"), F.sum("batches").alias("batches"),
-                F.percentile_approx(F.col("records") / F.col("batches"), 0.5).alias("median_records"))
+                F.percentile_approx("per_batch", 0.5).alias("median_records"))
            .withColumn("rate", per_second(F.col("requests"), F.col("first_ts"), F.col("last_ts"))))
     hits = agg.where((F.col("median_records") <= th["max_median_records_per_batch"])
                      & (F.col("rate") > th["min_requests_per_s"]) & (F.col("requests") >= th["min_requests"]))
@@ -242,21 +244,27 @@ def not_idempotent(inp: Inputs, th: Thresholds) -> DataFrame:
 RULES = (
     Rule("producer.tiny_batches", "one or two records per batch at a high request rate from one client",
          "produce_requests, requests_per_s, median_records_per_batch", "linger.ms, batch.size",
-         tiny_batches, {"max_median_records_per_batch": 2, "min_requests_per_s": 10, "min_requests": 20}),
+         tiny_batches, {"max_median_records_per_batch": 2, "min_requests_per_s": 10, "min_requests": 20},
+         applies=uses("Produce")),
     Rule("producer.uncompressed", "uncompressed record batches on a topic carrying a lot of data",
          "produced_bytes, uncompressed_bytes, uncompressed_share, uncompressed_bytes_per_s, producers",
          "compression.type", uncompressed,
-         {"min_bytes": 32768, "min_bytes_per_s": 16384, "min_uncompressed_share": 0.5}),
+         {"min_bytes": 32768, "min_bytes_per_s": 16384, "min_uncompressed_share": 0.5},
+         applies=uses("Produce")),
     Rule("producer.large_batches", "batches close to the size limit (warning) or rejected as too large "
          "(MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE: critical)", "batches_near_limit, largest_batch_bytes, errors",
          "batch.size, max.request.size, max.message.bytes", large_batches, {"near_limit_bytes": 943718},
-         "warning, critical"),
+         "warning, critical",
+         applies=uses("Produce")),
     Rule("producer.acks", "producers using acks=0 (warning) or acks=1 (info), and to which topics",
-         "acks, produce_requests, topics", "acks, min.insync.replicas", acks, {"min_requests": 1}, "warning, info"),
+         "acks, produce_requests, topics", "acks, min.insync.replicas", acks, {"min_requests": 1}, "warning, info",
+         applies=uses("Produce")),
     Rule("producer.not_idempotent", "a producer without idempotence (producer id -1) that retries batches",
-         "resent_batches, retries, partitions", "enable.idempotence", not_idempotent, {"min_retries": 1}),
+         "resent_batches, retries, partitions", "enable.idempotence", not_idempotent, {"min_retries": 1},
+         applies=uses("Produce")),
     Rule("producer.duplicates", "the same batch sent twice and not rejected: non-idempotent (warning), "
          "idempotent and de-duplicated by the broker (info)", "client_id, records, copies, sends (ts, "
          "connection, correlation_id, outcome, assigned_offset)", "enable.idempotence, request.timeout.ms",
-         duplicates, {}, "warning, info"),
+         duplicates, {}, "warning, info",
+         applies=uses("Produce")),
 )

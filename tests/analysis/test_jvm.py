@@ -10,8 +10,12 @@ GIB = 1 << 30
 def test_small_inputs_keep_sparks_heap_and_start_quickly() -> None:
     assert jvm.driver_memory(7 << 20) is None                  # 200,000 small exchanges are ~7 MB
     assert "-XX:TieredStopAtLevel=1" in jvm.quick_start_options(1 << 20)
-    assert jvm.quick_start_options(7 << 20) == []              # there the optimizing compiler pays
-    assert jvm.quick_start_options(jvm.SMALL_INPUT + 1) == []
+    assert "-XX:+UseSerialGC" in jvm.quick_start_options(jvm.SMALL_INPUT)
+
+
+def test_large_inputs_keep_the_quick_compiler_with_a_parallel_collector() -> None:
+    options = jvm.quick_start_options(jvm.SMALL_INPUT + 1)
+    assert "-XX:TieredStopAtLevel=1" in options and "-XX:+UseParallelGC" in options
 
 
 def test_the_heap_grows_with_the_input_up_to_half_the_machine() -> None:
