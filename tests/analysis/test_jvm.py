@@ -13,9 +13,10 @@ def test_small_inputs_keep_sparks_heap_and_start_quickly() -> None:
     assert "-XX:+UseSerialGC" in jvm.quick_start_options(jvm.SMALL_INPUT)
 
 
-def test_large_inputs_keep_the_quick_compiler_with_a_parallel_collector() -> None:
+def test_mid_inputs_keep_the_quick_compiler_with_a_parallel_collector_and_large_ones_the_defaults() -> None:
     options = jvm.quick_start_options(jvm.SMALL_INPUT + 1)
     assert "-XX:TieredStopAtLevel=1" in options and "-XX:+UseParallelGC" in options
+    assert jvm.quick_start_options(jvm.HEAP_FREE_INPUT + 1) == []      # 2,000,000 exchanges are ~72 MB
 
 
 def test_the_heap_grows_with_the_input_up_to_half_the_machine() -> None:
