@@ -159,6 +159,7 @@ class Dataset:
     records: DataFrame
     paths: tuple[str, ...]
     input_bytes: int
+    empty: frozenset[str] = frozenset()     # tables no dataset has a file of (records, without --records)
     kept: list[tuple[DataFrame, str]] = field(default_factory=list, compare=False, repr=False)
 
     def keep(self, df: DataFrame) -> DataFrame:
@@ -286,6 +287,7 @@ def load(spark: SparkSession, paths: Sequence[str], since: dt.datetime | None = 
         anomalies=_since_until(read("anomalies"), F.col("ts"), since, until),
         records=_since_until(read("records"), F.col("ts"), since, until),
         paths=tuple(paths),
+        empty=frozenset(t for t in SCHEMAS if not files[t] and not remote[t]),
         input_bytes=size,
     )
 

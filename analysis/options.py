@@ -19,6 +19,7 @@ class Present:
     api_keys: frozenset[int] = frozenset()        # ... and their keys
     errors: frozenset[str] = frozenset()          # error names its exchanges were answered with
     throttled: frozenset[str] = frozenset()       # api names of exchanges with a throttle time
+    records: bool = True                          # whether it may hold records (decoded with --records)
 
 
 @dataclass(frozen=True)

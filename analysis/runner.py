@@ -182,13 +182,15 @@ class Empty:
     frame: Any
 
 
-def needs(opts: Any, df: Any, *any_of: int, all_of: Sequence[int] = ()) -> Any:
-    """``df``, or :class:`Empty` when the dataset (``opts.present``) holds none of the api keys ``any_of``
-    or lacks one of ``all_of``: a table over those apis' exchanges, which would be empty, costs no query."""
+def needs(opts: Any, df: Any, *any_of: int, all_of: Sequence[int] = (), records: bool = False) -> Any:
+    """``df``, or :class:`Empty` when the dataset (``opts.present``) holds none of the api keys ``any_of``,
+    lacks one of ``all_of``, or (``records``) has no records table: a table over those exchanges or
+    records, which would be empty, costs no query."""
     present = getattr(opts, "present", None)
     if present is None:
         return df
-    if (any_of and not present.api_keys & set(any_of)) or not set(all_of) <= present.api_keys:
+    if (any_of and not present.api_keys & set(any_of)) or not set(all_of) <= present.api_keys \
+            or (records and not present.records):
         return Empty(df)
     return df
 
@@ -264,7 +266,8 @@ def inventory(ds: Any) -> tuple[Present, Any, Any]:
                       api_keys=frozenset(r["api_key"] for r in rows if r["api_key"] is not None),
                       errors=frozenset(r["error_name"] for r in rows if r["error_name"] is not None),
                       throttled=frozenset(r["api_name"] for r in rows
-                                          if r["api_name"] is not None and (r["throttle_ms"] or 0) > 0))
+                                          if r["api_name"] is not None and (r["throttle_ms"] or 0) > 0),
+                      records="records" not in getattr(ds, "empty", frozenset()))
     return present, (min(firsts) if firsts else None), (max(lasts) if lasts else None)
 
 

@@ -54,7 +54,7 @@ def schemas_by_topic(records: DataFrame, exchanges: DataFrame) -> DataFrame:
 
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
-    return {"schemas_by_topic": schemas_by_topic(ds.records, ds.exchanges)}
+    return {"schemas_by_topic": runner.needs(opts, schemas_by_topic(ds.records, ds.exchanges), records=True)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

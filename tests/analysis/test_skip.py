@@ -20,6 +20,8 @@ def test_needs_any_of_and_all_of_the_apis() -> None:
     assert isinstance(runner.needs(produce_only, df, frames.FETCH), runner.Empty)
     assert isinstance(runner.needs(produce_only, df, all_of=(frames.PRODUCE, frames.FETCH)), runner.Empty)
     assert runner.needs(Options(), df, frames.FETCH) is df          # nothing known: every query runs
+    assert isinstance(runner.needs(Options(present=Present(records=False)), df, records=True), runner.Empty)
+    assert runner.needs(produce_only, df, records=True) is df       # records may be there
 
 
 @pytest.mark.slow
