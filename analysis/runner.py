@@ -229,7 +229,8 @@ def workers(spark: Any) -> int:
 
 def prepare(spark: Any, request: Request, stats: Stats | None = None) -> Any:
     """The datasets read and cut to the time range, exchanges parsed into facts and kept, the window chosen:
-    ``(dataset, options)``. One Spark job reads and parses everything and gives the capture's span."""
+    ``(dataset, options)``. One Spark job reads and parses everything and gives the capture's span and
+    what it holds (:func:`inventory`)."""
     from analysis import dataset, session
 
     t0 = time.monotonic()
@@ -255,10 +256,12 @@ def inventory(ds: Any) -> tuple[Present, Any, Any]:
 
     ts = F.coalesce("request_ts", "response_ts")
     ex = (ds.exchanges.groupBy("api_key", "api_name", "error_name")
-          .agg(F.min(ts).alias("a"), F.max(ts).alias("b"), F.max(F.col("throttle_ms").cast("long")).alias("throttle_ms")))
+          .agg(F.min(ts).alias("a"), F.max(ts).alias("b"),
+               F.max(F.col("throttle_ms").cast("long")).alias("throttle_ms")))
     parts = ds.partitions.select("api_key", "api_name").distinct().select(
-        "api_key", "api_name", F.lit(None).cast("string").alias("error_name"), F.lit(None).cast("timestamp").alias("a"),
-        F.lit(None).cast("timestamp").alias("b"), F.lit(None).cast("long").alias("throttle_ms"))
+        "api_key", "api_name", F.lit(None).cast("string").alias("error_name"),
+        F.lit(None).cast("timestamp").alias("a"), F.lit(None).cast("timestamp").alias("b"),
+        F.lit(None).cast("long").alias("throttle_ms"))
     rows = ex.unionByName(parts).collect()
     firsts = [r["a"] for r in rows if r["a"] is not None]
     lasts = [r["b"] for r in rows if r["b"] is not None]
