@@ -18,8 +18,8 @@ from analysis.findings.core import (
     rounded,
     show_line,
     tp,
-    with_client,
     uses,
+    with_client,
 )
 
 
