@@ -33,13 +33,17 @@ def slow(inp: Inputs, th: Thresholds) -> DataFrame:
            .agg(F.count(F.lit(1)).alias("count"), F.percentile_approx("latency_ms", 0.99).alias("p99"),
                 F.min("request_ts").alias("first_ts"), F.max("request_ts").alias("last_ts"))
            .where(F.col("count") >= th["min_requests"]))
-    w = Window.partitionBy("capture", "api_name")
-    # Peers: every other broker serving the api; the median of their p99s.
-    peers = (per.alias("a").join(per.alias("b"), ["capture", "api_name"])
-             .where(F.col("a.broker") != F.col("b.broker"))
-             .groupBy("capture", "api_name", F.col("a.broker").alias("broker"))
-             .agg(F.percentile_approx("b.p99", 0.5).alias("peer_p99"), F.count(F.lit(1)).alias("peers")))
-    j = per.join(peers, ["capture", "api_name", "broker"]).withColumn("n", F.count(F.lit(1)).over(w))
+    # Peers: every other broker serving the api; the median of their p99s. Each broker is paired with its
+    # peers inside one row of its api's brokers (a self-join would compute ``per``, a sort of every
+    # exchange, once for each side).
+    apis = per.groupBy("capture", "api_name").agg(
+        F.collect_list(F.struct("broker", "count", "p99", "first_ts", "last_ts")).alias("brokers"))
+    pairs = (apis.select("capture", "api_name", "brokers", F.explode("brokers").alias("a"))
+             .select("capture", "api_name", "a", F.explode("brokers").alias("b"))
+             .where(F.col("a.broker") != F.col("b.broker")))
+    j = (pairs.groupBy("capture", "api_name", "a")
+         .agg(F.percentile_approx("b.p99", 0.5).alias("peer_p99"), F.count(F.lit(1)).alias("peers"))
+         .select("capture", "api_name", "a.*", "peer_p99", "peers"))
     hits = j.where((F.col("p99") >= th["min_ratio"] * F.col("peer_p99"))
                    & (F.col("p99") - F.col("peer_p99") >= th["min_difference_ms"]))
     return emit(hits, "broker.slow", "warning", "broker", F.col("broker"),
