@@ -308,8 +308,8 @@ def _analyze(spark: Any, request: Request, jobs: Sequence[str],
     session.in_thread(spark, "kdissect-main", group)()
     try:
         ds, opts = prepare(spark, request, stats)
-    except Exception:
-        running.check_alive()
+    except Exception as exc:
+        running.check_alive(exc)
         raise
     built: dict[str, dict[str, Any]] = {}
     pieces: dict[tuple[str, str | None], Any] = {}
@@ -338,6 +338,7 @@ def _analyze(spark: Any, request: Request, jobs: Sequence[str],
     pool = ThreadPoolExecutor(max_workers=workers(spark), thread_name_prefix="kdissect-analysis")
     pending: dict[Future, tuple[str, Any]] = {pool.submit(task, build, job): ("build", job) for job in jobs}
     total = done = 0
+    lost = failed = False    # lost: the link to Spark broke, nothing left to ask it
     try:
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -357,17 +358,24 @@ def _analyze(spark: Any, request: Request, jobs: Sequence[str],
                     done += 1
                     if progress:
                         progress(done, total, key[0])
-    except BaseException:
+    except BaseException as exc:
+        failed = True
         for future in pending:
             future.cancel()
-        running.check_alive()
+        lost = session.connection_lost(exc)
+        running.check_alive(exc)
         session.cancel(spark, group)
         raise
     finally:
         pool.shutdown(wait=True)
-        if not running.died():
-            stats.jobs = running.jobs(group)
-            ds.release()
+        if not lost and not running.died():
+            try:
+                stats.jobs = running.jobs(group)
+                ds.release()
+            except Exception as exc:
+                if not failed:      # else the failure on its way out says more than this one
+                    running.check_alive(exc)
+                    raise
     stats.mark("all tables", t0)
     out: Results = {}
     for job in jobs:

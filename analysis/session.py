@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,6 +257,23 @@ def _first_line(exc: BaseException) -> str:
     return (lines[0] if lines else type(exc).__name__)[:300]
 
 
+# How long a JVM whose connection broke may take to exit (its shutdown hooks) before the failure is
+# taken for something else.
+DEATH_GRACE_S = 10.0
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the link to Spark broke (the server or JVM went away), not that a query failed."""
+    name = type(exc).__name__
+    if name in ("Py4JNetworkError", "ConnectionRefusedError", "ConnectionResetError", "BrokenPipeError"):
+        return True
+    text = str(exc)
+    if "Cannot call methods on a stopped SparkContext" in text:     # a server shutting down still answers
+        return True
+    return name in ("SparkConnectGrpcException", "_MultiThreadedRendezvous") and any(
+        code in text for code in ("StatusCode.CANCELLED", "StatusCode.UNAVAILABLE", "RST_STREAM"))
+
+
 @dataclass
 class Spark:
     """The Spark one command runs on: ``session``, which the jobs use, and what it takes to stop it.
@@ -273,17 +291,31 @@ class Spark:
     # pyspark marks a process that opened a Connect session (an environment variable) and then refuses
     # classic sessions in it: the mark is taken away on stop when this Spark put it there.
     connect_mark: bool = False
+    lost: bool = False      # the link to Spark broke during a command: stopping has nothing to ask
 
     def died(self) -> bool:
         """Whether the JVM this process started has exited (it ran out of memory, or was killed)."""
         proc = getattr(getattr(getattr(self.host, "sparkContext", None), "_gateway", None), "proc", None)
         return proc is not None and proc.poll() is not None
 
-    def check_alive(self) -> None:
-        """SparkUnavailable (one line) if the JVM this process started is gone: after a failed query."""
-        if self.died():
+    def check_alive(self, failure: BaseException | None = None) -> None:
+        """SparkUnavailable (one line) if Spark went away during a command: this process's JVM exited (it
+        ran out of memory, or was killed), or ``failure`` is the link to it breaking.
+
+        A JVM out of heap exits from its own handler, a moment after the query's stream broke, and may take
+        a while over its shutdown: it is given a few seconds to be seen gone, and is taken for gone anyway
+        once its Connect server stopped answering."""
+        if failure is not None and connection_lost(failure):
+            self.lost = True
+        deadline = time.monotonic() + (DEATH_GRACE_S if self.lost else 0)
+        while not self.died() and time.monotonic() < deadline and self.host is not None:
+            time.sleep(0.1)
+        if self.died() or (self.lost and self.host is not None):
             raise SparkUnavailable("Spark's JVM died during the analysis (out of memory? give it more with "
                                    "--conf spark.driver.memory=4g)")
+        if self.lost:
+            raise SparkUnavailable("the Spark Connect server stopped answering during the analysis; is it still "
+                                   "running? (kdissect spark-server start)")
 
     def stop(self) -> None:
         try:
@@ -294,6 +326,12 @@ class Spark:
 
     def _stop(self) -> None:
         if self.died():
+            return
+        if self.lost:   # nothing to ask a Spark that stopped answering: a JVM of ours still exiting is ended
+            proc = getattr(getattr(getattr(self.host, "sparkContext", None), "_gateway", None), "proc", None)
+            if proc is not None:
+                proc.kill()
+                proc.wait()
             return
         try:
             if self.session is not self.host:
@@ -470,10 +508,29 @@ def _remote_session(app_name: str, remote: str, conf: dict[str, str] | None, loc
     for key, value in ({} if local else {"spark.sql.session.timeZone": "UTC", **(conf or {})}).items():
         builder = builder.config(key, value)
     try:
-        return builder.create()
+        session = builder.create()
     except Exception as exc:  # noqa: BLE001 - gRPC and Spark errors alike
         where = "the local Spark Connect server" if local else f"Spark Connect server {remote}"
         raise SparkUnavailable(f"{where} did not open a session: {_first_line(exc)}") from None
+    _retry_briefly(session)
+    return session
+
+
+# A server that stopped answering: retried for about this long (pyspark's default is at least ten minutes,
+# which leaves a command whose server died hanging, silent, for those ten minutes).
+RETRY_POLICY = {"max_retries": 6, "max_backoff": 5000}
+
+
+def _retry_briefly(session: Any) -> None:
+    """Retry a lost server for seconds, then fail (:data:`RETRY_POLICY`): the failure is then one line
+    (:meth:`Spark.check_alive`), so pyspark's own warning that it gave up is left out."""
+    import warnings
+    warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
+    try:
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+        session.client.set_retry_policies([DefaultPolicy(**RETRY_POLICY)])
+    except (ImportError, AttributeError, TypeError):  # another pyspark's client: its own retries
+        pass
 
 
 def size_shuffle(spark, input_bytes: int, user_set: bool = False) -> int:
