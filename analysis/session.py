@@ -293,9 +293,13 @@ class Spark:
     connect_mark: bool = False
     lost: bool = False      # the link to Spark broke during a command: stopping has nothing to ask
 
+    def _jvm(self) -> subprocess.Popen | None:
+        """The JVM process this process started, if it did."""
+        return getattr(getattr(getattr(self.host, "sparkContext", None), "_gateway", None), "proc", None)
+
     def died(self) -> bool:
         """Whether the JVM this process started has exited (it ran out of memory, or was killed)."""
-        proc = getattr(getattr(getattr(self.host, "sparkContext", None), "_gateway", None), "proc", None)
+        proc = self._jvm()
         return proc is not None and proc.poll() is not None
 
     def check_alive(self, failure: BaseException | None = None) -> None:
@@ -328,7 +332,7 @@ class Spark:
         if self.died():
             return
         if self.lost:   # nothing to ask a Spark that stopped answering: a JVM of ours still exiting is ended
-            proc = getattr(getattr(getattr(self.host, "sparkContext", None), "_gateway", None), "proc", None)
+            proc = self._jvm()
             if proc is not None:
                 proc.kill()
                 proc.wait()
