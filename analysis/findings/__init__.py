@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from analysis.findings import brokers, clients, consumers, groups, payloads, producer
 from analysis.findings.config import Config, FindingsConfigError, load
-from analysis.findings.core import COLUMNS, FINDINGS, SEVERITIES, Inputs, Rule, with_client
+from analysis.findings.core import COLUMNS, FINDINGS, SEVERITIES, Inputs, Rule, client_partitions
 
 RULES: tuple[Rule, ...] = (producer.RULES + clients.RULES + consumers.RULES + groups.RULES + brokers.RULES
                            + payloads.RULES)
@@ -45,7 +45,7 @@ def prepared(inp: Inputs, keep: Callable[[DataFrame], DataFrame] | None = None) 
     keep = keep or (lambda df: df.persist(StorageLevel.MEMORY_AND_DISK))
     requested = keep(groups.group_requests(inp.exchanges))
     inp = replace(inp, produce=keep(producer.produce_batches(inp.exchanges)),
-                  partitions_with_client=keep(with_client(inp.partitions, inp.exchanges)),
+                  partitions_with_client=keep(client_partitions(inp.partitions, inp.exchanges)),
                   group_requests=requested, generations=keep(groups.generations(requested)))
     return replace(inp, resent=keep(producer.resent_batches(inp)))
 
