@@ -80,6 +80,11 @@ def uses(*apis: str) -> Callable[[Any], bool]:
     return lambda present: bool(present.apis & wanted)
 
 
+def has_records(present: Any) -> bool:
+    """``Rule.applies`` of a rule over the records table: the dataset was decoded with ``--records``."""
+    return bool(present.records)
+
+
 # --------------------------------------------------------------------------
 # Column helpers
 

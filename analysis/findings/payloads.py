@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analysis.findings.core import Inputs, Rule, Thresholds, emit, fmt, sh_quote
+from analysis.findings.core import Inputs, Rule, Thresholds, emit, fmt, has_records, sh_quote
 
 
 def _values(inp: Inputs) -> DataFrame | None:
@@ -110,13 +110,13 @@ RULES = (
     Rule("topic.mixed_formats", "values framed for a Schema Registry and unframed values on one topic",
          "framed and unframed values, unframed formats, producers of each", "every producer on the registry "
          "serializer (value.serializer), or a topic per format", mixed_formats, {"min_records": 1},
-         applies=lambda present: present.records),
+         applies=has_records),
     Rule("topic.unknown_schema", "framed values whose schema id no schema given or learned explains",
          "records, schema ids and GUIDs, producers", "--schemas DIR (exported: curl REGISTRY/schemas/ids/N), "
          "--schema-registry URL; the producer's schema.registry.url", unknown_schema, {"min_records": 1},
-         applies=lambda present: present.records),
+         applies=has_records),
     Rule("topic.schema_changes", "more than one value schema id on a topic in the window",
          "value schemas, their ids in order of first use, records of each", "the subject's compatibility level; "
          "consumers' reader schemas", schema_changes, {"min_schemas": 2}, severity="info",
-         applies=lambda present: present.records),
+         applies=has_records),
 )
