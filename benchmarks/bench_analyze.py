@@ -4,6 +4,7 @@
     python benchmarks/bench_analyze.py --doctor CAPTURE [CAPTURE...]
     python benchmarks/bench_analyze.py DATASET --remote sc://127.0.0.1:15002      # warm: a running server
     python benchmarks/bench_analyze.py DATASET --tree ../main --tree . --repeat 3  # before/after, alternating
+    python benchmarks/bench_analyze.py DATASET --anchor                           # beside Spark's floor
 
 Builds a dataset of N copies of the given datasets (each copy's ``capture`` column renamed, so copies
 stay distinct connections and exchanges, not duplicates), then runs ``kdissect analyze --json`` on it
@@ -19,6 +20,11 @@ stay distinct connections and exchanges, not duplicates), then runs ``kdissect a
 runs alternate between trees, so before and after share the machine's load, and the results JSON of
 every tree is compared with the first's (``answers: same`` or the tables that differ). The load average
 is printed around every run: the figures are only comparable on an otherwise idle machine.
+
+``--anchor`` adds, in every round, ``benchmarks/anchors.py spark`` (a bare PySpark program: the same
+reads and twenty aggregations of the same kinds, on the same master or server), measured the same way,
+and DuckDB's figure once. A shared machine's speed drifts from one day to the next: the ratio of
+kdissect's time to the anchor's, measured side by side, is what stays comparable.
 Big real captures come from ``sudo python benchmarks/make_capture.py`` decoded with ``kdissect decode``.
 """
 
@@ -41,6 +47,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 TABLES = ("exchanges", "partitions", "anomalies", "records")
+ANCHORS = Path(__file__).with_name("anchors.py")
 
 
 def replicate(sources: list[Path], copies: int, out: Path) -> int:
@@ -125,7 +132,10 @@ class Run:
     results: Path
 
 
-def run_once(argv: list[str], tree: str | None, work: Path, tag: str, remote: bool) -> Run:
+def run_once(argv: list[str], tree: str | None, work: Path, tag: str, remote: bool,
+             command: list[str] | None = None) -> Run:
+    """One measured run of ``kdissect ARGV --json FILE`` (``command``: of that instead, its stdout kept
+    in the run's results file)."""
     env = dict(os.environ)
     if tree:
         env["PYTHONPATH"] = os.path.abspath(tree) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -138,15 +148,33 @@ def run_once(argv: list[str], tree: str | None, work: Path, tag: str, remote: bo
     results = work / f"results-{tag}.json"
     before = load()
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "kdissect", *argv, "--json", str(results)],
-                            stdout=subprocess.DEVNULL, env=env, cwd=work)
-    peak, per_pid = 0, {}
-    while proc.poll() is None:
-        peak = max(peak, tree_usage(proc.pid, per_pid))
-        time.sleep(0.1)
+    with open(results, "wb") if command else open(os.devnull, "wb") as out:
+        proc = subprocess.Popen(command or [sys.executable, "-m", "kdissect", *argv, "--json", str(results)],
+                                stdout=out, stderr=subprocess.DEVNULL if command else None, env=env, cwd=work)
+        peak, per_pid = 0, {}
+        while proc.poll() is None:
+            peak = max(peak, tree_usage(proc.pid, per_pid))
+            time.sleep(0.1)
     wall = time.monotonic() - t0
     return Run(tree or ".", proc.returncode, wall, sum(per_pid.values()), peak,
                None if remote else spark_jobs(events), before, load(), results)
+
+
+def phases(results: Path) -> str:
+    """The anchor's own account of its phases (its stdout, one JSON line)."""
+    try:
+        out = json.loads(results.read_text().strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError):
+        return ""
+    return (f"session {out['session_s']:.1f} s, read + cache {out['read_cache_s']:.1f} s, "
+            f"{out['queries']} queries {out['queries_s']:.1f} s")
+
+
+def report(run: Run, extra: str = "") -> None:
+    jobs = "-" if run.jobs is None else run.jobs
+    print(f"{run.tree}: exit {run.code}, wall {run.wall:.1f} s, CPU {run.cpu:.1f} s, "
+          f"peak RSS {run.peak / 2**20:.0f} MiB, Spark jobs {jobs}  (load {run.load_before} -> {run.load_after})"
+          + (f"\n    {extra}" if extra else ""), flush=True)
 
 
 def differences(a: Path, b: Path) -> list[str]:
@@ -169,6 +197,9 @@ def main() -> int:
                     help="a kdissect checkout to run (repeatable; runs alternate between them)")
     ap.add_argument("--repeat", type=int, default=1, metavar="N", help="runs per tree")
     ap.add_argument("--keep", type=Path, help="build the replicated dataset here and keep it")
+    ap.add_argument("--anchor", action="store_true",
+                    help="also run benchmarks/anchors.py (bare PySpark, same master or server) in every round, "
+                         "and DuckDB once: the floor beside the figures")
     ap.add_argument("--arg", action="append", default=[], metavar="ARG",
                     help="one more argument for kdissect (repeatable), e.g. --arg=--conf --arg=spark.x=y")
     args = ap.parse_args()
@@ -191,20 +222,27 @@ def main() -> int:
         argv = ["doctor" if args.doctor else "analyze", *target, *how, *args.arg]
         print(f"command: kdissect {' '.join(argv)} --json FILE", flush=True)
         trees = args.tree or [None]
+        anchor = [sys.executable, str(ANCHORS), "spark", *target, *how] if args.anchor and not args.doctor else None
         runs: list[Run] = []
+        anchors: list[Run] = []
         for r in range(args.repeat):
             for i, tree in enumerate(trees):
                 run = run_once(argv, tree, work, f"{r}-{i}", bool(args.remote))
                 runs.append(run)
-                jobs = "-" if run.jobs is None else run.jobs
-                print(f"{run.tree}: exit {run.code}, wall {run.wall:.1f} s, CPU {run.cpu:.1f} s, "
-                      f"peak RSS {run.peak / 2**20:.0f} MiB, Spark jobs {jobs}  "
-                      f"(load {run.load_before} -> {run.load_after})", flush=True)
-        for tree in dict.fromkeys(r.tree for r in runs):
-            mine = [r for r in runs if r.tree == tree]
+                report(run)
+            if anchor:
+                run = run_once([], None, work, f"{r}-anchor", bool(args.remote), anchor)
+                run.tree = "anchor (bare PySpark)"
+                anchors.append(run)
+                report(run, phases(run.results))
+        for tree in dict.fromkeys(r.tree for r in runs + anchors):
+            mine = [r for r in runs + anchors if r.tree == tree]
             print(f"{tree}: median of {len(mine)}: wall {statistics.median(r.wall for r in mine):.1f} s, "
                   f"CPU {statistics.median(r.cpu for r in mine):.1f} s, "
                   f"peak RSS {max(r.peak for r in mine) / 2**20:.0f} MiB (max)")
+        if anchor:
+            duck = subprocess.run([sys.executable, str(ANCHORS), "duckdb", *target], capture_output=True, text=True)
+            print(f"anchor (DuckDB): {duck.stdout.strip() or duck.stderr.strip()[-200:]}")
         first = runs[0]
         for run in runs[1:]:
             diff = differences(first.results, run.results)
