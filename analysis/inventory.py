@@ -71,20 +71,24 @@ def client_software(exchanges: DataFrame) -> DataFrame:
 
 
 def clients(exchanges: DataFrame) -> DataFrame:
-    ex = with_connection_client(exchanges)
+    # Per connection, client id and api first (a few rows however many exchanges): the connection's client
+    # for its orphans (a window, which sorts its input), the software and the distinct counts then read those.
+    api = F.when(F.col("request_ts").isNotNull(),
+                 F.concat(F.col("api_name"), F.lit(" v"), F.col("api_version").cast("string")))
+    per = (exchanges.groupBy(*CONNECTION, "client_id", api.alias("api"))
+           .agg(F.sum((F.col("request_ts").isNotNull() & F.col("response_ts").isNotNull()).cast("long"))
+                 .alias("paired"),
+                F.sum((F.col("status") == "no_response").cast("long")).alias("unpaired"),
+                F.sum((F.col("status") == "orphan_response").cast("long")).alias("orphans"),
+                F.count(F.lit(1)).alias("exchanges")))
     software = client_software(exchanges)
-    api = F.concat(F.col("api_name"), F.lit(" v"), F.col("api_version").cast("string"))
-    return (ex.join(software, CONNECTION, "left").groupBy("client_id")
+    return (with_connection_client(per).join(software, CONNECTION, "left").groupBy("client_id")
             .agg(F.max("client_software_name").alias("client_software_name"),
                  F.max("client_software_version").alias("client_software_version"),
                  F.countDistinct(*CONNECTION).alias("connections"),
-                 F.array_join(F.array_sort(F.collect_set(F.when(F.col("request_ts").isNotNull(), api))), ", ")
-                  .alias("apis"),
-                 F.sum((F.col("request_ts").isNotNull() & F.col("response_ts").isNotNull()).cast("long"))
-                  .alias("paired"),
-                 F.sum((F.col("status") == "no_response").cast("long")).alias("unpaired"),
-                 F.sum((F.col("status") == "orphan_response").cast("long")).alias("orphans"),
-                 F.count(F.lit(1)).alias("exchanges")))
+                 F.array_join(F.array_sort(F.collect_set("api")), ", ").alias("apis"),
+                 F.sum("paired").alias("paired"), F.sum("unpaired").alias("unpaired"),
+                 F.sum("orphans").alias("orphans"), F.sum("exchanges").alias("exchanges")))
 
 
 def broker_offers(exchanges: DataFrame) -> DataFrame:
