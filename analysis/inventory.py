@@ -103,9 +103,13 @@ def api_versions(exchanges: DataFrame) -> DataFrame:
     """Per client, api and version of requests actually seen; what the broker offered; outdated or not."""
     seen = exchanges.where(F.col("request_ts").isNotNull() & ~F.coalesce(F.col("inferred"), F.lit(False))
                            & F.col("api_key").isNotNull())
-    return (seen.join(broker_offers(exchanges), [*CONNECTION, "api_key"], "left")
+    # Counted per connection first: the join with what the broker offered on each connection then reads a
+    # few rows, not every request.
+    per = seen.groupBy(*CONNECTION, "client_id", "api_key", "api_name", "api_version").agg(
+        F.count(F.lit(1)).alias("n"))
+    return (per.join(broker_offers(exchanges), [*CONNECTION, "api_key"], "left")
             .groupBy("client_id", "api_key", "api_name", "api_version")
-            .agg(F.max("broker_max_version").alias("broker_max_version"), F.count(F.lit(1)).alias("count"))
+            .agg(F.max("broker_max_version").alias("broker_max_version"), F.sum("n").alias("count"))
             .withColumn("outdated", F.col("api_version") < F.col("broker_max_version"))
             .select("client_id", "api_name", "api_key", "api_version", "broker_max_version", "outdated", "count"))
 
