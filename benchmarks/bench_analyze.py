@@ -25,6 +25,7 @@ is printed around every run: the figures are only comparable on an otherwise idl
 reads and twenty aggregations of the same kinds, on the same master or server), measured the same way,
 and DuckDB's figure once. A shared machine's speed drifts from one day to the next: the ratio of
 kdissect's time to the anchor's, measured side by side, is what stays comparable.
+
 Big real captures come from ``sudo python benchmarks/make_capture.py`` decoded with ``kdissect decode``.
 """
 
@@ -198,8 +199,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1, metavar="N", help="runs per tree")
     ap.add_argument("--keep", type=Path, help="build the replicated dataset here and keep it")
     ap.add_argument("--anchor", action="store_true",
-                    help="also run benchmarks/anchors.py (bare PySpark, same master or server) in every round, "
-                         "and DuckDB once: the floor beside the figures")
+                    help="analyze only: also run benchmarks/anchors.py (bare PySpark, same master or server) in "
+                         "every round, and DuckDB once: the floor beside the figures")
     ap.add_argument("--arg", action="append", default=[], metavar="ARG",
                     help="one more argument for kdissect (repeatable), e.g. --arg=--conf --arg=spark.x=y")
     args = ap.parse_args()
