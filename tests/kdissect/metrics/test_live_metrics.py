@@ -108,7 +108,8 @@ def test_prometheus_scrapes_what_the_clients_and_the_dataset_say(tmp_path: Path)
     delivered = sum(report["delivered"].values())
     assert produced == {"metrics": delivered}
     assert set(by_client) == {"kd-live-p0", "kd-live-p1"}
-    assert report["consumed"] == delivered and consumed == {"metrics": report["consumed"]}
+    assert report["consumed"] == delivered, report["log"]
+    assert consumed == {"metrics": report["consumed"]}
     ex = ds.dataset(out / "exchanges", format="parquet").to_table(columns=["api_name"]).to_pandas()
     assert requests == {k: float(v) for k, v in ex.api_name.value_counts().items()}
     assert 0 < float(p99[0]["value"][1]) < 30

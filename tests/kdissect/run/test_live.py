@@ -135,7 +135,8 @@ def _clients(bootstrap: str, topic: str, *args: str, ns: str | None = None) -> d
                          capture_output=True, text=True, timeout=180, env=_env(), check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
-    assert report["failed"] == 0
+    assert report["failed"] == 0, out.stderr[-3000:]
+    report["log"] = out.stderr[-3000:]     # why a consumer came up short, for an assertion's message
     return report
 
 
