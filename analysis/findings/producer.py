@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import reduce
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from analysis import facts, frames
@@ -56,11 +56,22 @@ def _produce_outcomes(partitions: DataFrame) -> DataFrame:
 
 # --------------------------------------------------------------------------
 
+def _total(entries: Column, field: str) -> Column:
+    """``sum(field)`` over the array ``entries`` of partition entries, as SQL sums: nulls skipped, null if all are."""
+    return F.aggregate(entries, F.lit(None).cast("long"), lambda acc, p: F.when(
+        p["records"][field].isNull(), acc).otherwise(F.coalesce(acc, F.lit(0).cast("long")) + p["records"][field]))
+
+
 def tiny_batches(inp: Inputs, th: Thresholds) -> DataFrame:
-    batches = batches_of(inp).where(F.col("batch_count") > 0)
-    per_req = (batches.groupBy("capture", "client_id", "connection", "correlation_id")
-               .agg(F.min("request_ts").alias("ts"), F.sum("record_count").alias("records"),
-                    F.sum("batch_count").alias("batches"))
+    # Each request's totals from its own row (its partition entries holding batches), not a grouping of
+    # the batches by request: that shuffled every batch with its connection.
+    entries = F.filter(F.flatten(F.transform(F.coalesce("req_topic_data", F.array()), lambda t: F.coalesce(
+        t["partition_data"], F.array()))), lambda p: p["records"]["batch_count"] > 0)
+    per_req = (requests_of(facts.typed(inp.exchanges), "Produce")
+               .select("capture", "client_id", F.col("request_ts").alias("ts"), entries.alias("entries"))
+               .where(F.size("entries") > 0)
+               .select("capture", "client_id", "ts", _total(F.col("entries"), "record_count").alias("records"),
+                       _total(F.col("entries"), "batch_count").alias("batches"))
                .withColumn("per_batch", F.col("records") / F.col("batches")))
     agg = (frames.in_group_order(per_req, ["capture", "client_id"], "per_batch").groupBy("capture", "client_id")
            .agg(F.count(F.lit(1)).alias("requests"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
@@ -141,19 +152,16 @@ def large_batches(inp: Inputs, th: Thresholds) -> DataFrame:
 
 
 def acks(inp: Inputs, th: Thresholds) -> DataFrame:
-    # Requests counted on the exchanges (one row each) and topics on the batches, each a plain aggregation:
-    # a distinct count of the batches' requests shuffled every batch's connection (5 CPU s of 200,000).
-    who = ["capture", "client_id", "acks"]
-    sent = (requests_of(facts.typed(inp.exchanges), "Produce").where(F.col("req_acks").isin(0, 1))
-            .groupBy("capture", "client_id", F.col("req_acks").alias("acks"))
-            .agg(F.count(F.lit(1)).alias("requests"),
-                 F.min("request_ts").alias("first_ts"), F.max("request_ts").alias("last_ts")))
-    topics = (batches_of(inp).where(F.col("acks").isin(0, 1)).groupBy(*who)
-              .agg(F.sort_array(F.collect_set("topic")).alias("topics")))
-    agg = (sent.where(F.col("requests") >= th["min_requests"])
-           .join(topics, [sent[c].eqNullSafe(topics[c]) for c in who], "left")
-           .select(*[sent[c] for c in who], "requests", F.coalesce("topics", F.array().cast("array<string>"))
-                   .alias("topics"), "first_ts", "last_ts"))
+    # One aggregation of the exchanges (one row per request, its topics an array of its own): a distinct
+    # count of requests over the exploded batches shuffled every batch with its connection (5 CPU s of 200,000).
+    topics = F.transform(F.coalesce("req_topic_data", F.array()), lambda t: F.coalesce(t["name"], t["topic_id"]))
+    agg = (requests_of(facts.typed(inp.exchanges), "Produce").where(F.col("req_acks").isin(0, 1))
+           .groupBy("capture", "client_id", F.col("req_acks").alias("acks"))
+           .agg(F.count(F.lit(1)).alias("requests"), F.collect_set(topics).alias("topics"),
+                F.min("request_ts").alias("first_ts"), F.max("request_ts").alias("last_ts"))
+           .withColumn("topics", F.sort_array(F.array_distinct(F.filter(F.flatten("topics"),
+                                                                         lambda t: t.isNotNull())))))
+    agg = agg.where(F.col("requests") >= th["min_requests"])
     zero = F.col("acks") == 0
     return emit(agg, "producer.acks", F.when(zero, "warning").otherwise("info"), "client", F.col("client_id"),
                 {"acks": F.col("acks"), "produce_requests": F.col("requests"), "topics": F.col("topics")},
