@@ -90,6 +90,7 @@ PARTITIONS = _schema(
     ("last_offset", LongType()),
     ("high_watermark", LongType()),
     ("compression", StringType()),
+    ("client_id", StringType()),
 )
 
 ANOMALIES = _schema(

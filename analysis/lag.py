@@ -140,10 +140,8 @@ def produce_to_fetch(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
     produced = (req.join(resp, [*frames.KEYS, *TP]).where(F.col("record_count") > 0)
                 .select(*TP, "produced_ts", F.explode(F.sequence(
                     F.col("base_offset"), F.col("base_offset") + F.col("record_count") - 1)).alias("offset")))
-    consumers = exchanges.where(F.col("api_key") == frames.FETCH).select(*frames.KEYS, "client_id")
     fetched = (partitions.where((F.col("api_key") == frames.FETCH) & (F.col("direction") == "response")
                                 & (F.col("record_count") > 0) & F.col("base_offset").isNotNull())
-               .join(consumers, frames.KEYS)
                .select(frames.topic().alias("topic"), "partition", "client_id", F.col("ts").alias("fetched_ts"),
                        F.explode(F.sequence("base_offset", "last_offset")).alias("offset")))
     first = (produced.join(fetched, [*TP, "offset"])

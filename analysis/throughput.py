@@ -34,16 +34,19 @@ FLOWS = ["topic", "partition", "ts", "client_id", "produced_records", "produced_
 
 
 def produced(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
-    """Produce request partition entries the broker accepted (or acks=0), with records and bytes."""
+    """Produce request partition entries the broker accepted (or acks=0), with records, bytes and client id."""
     req = (partitions.where((F.col("api_key") == frames.PRODUCE) & (F.col("direction") == "request"))
-           .select(*frames.KEYS, frames.topic().alias("topic"), "partition", "ts", "record_count", "bytes"))
+           .select(*frames.KEYS, frames.topic().alias("topic"), "partition", "ts", "record_count", "bytes",
+                   "client_id"))
     resp = (partitions.where((F.col("api_key") == frames.PRODUCE) & (F.col("direction") == "response"))
             .select(*frames.KEYS, frames.topic().alias("topic"), "partition", F.col("error_code").alias("answer")))
-    ctx = frames.context(exchanges).select(*frames.KEYS, "client_id", "status")
-    joined = req.join(resp, PARTITION, "left").join(ctx, frames.KEYS, "left")
-    acks0 = F.col("status") == "no_response_expected"
-    return (joined.where((F.col("answer") == 0) | acks0)
-            .withColumn("acks0", acks0))
+    joined = req.join(resp, PARTITION, "left")
+    # Only the entries without an answer need their exchange's status (acks=0 expects none): joining just
+    # those to the acks=0 exchanges spares a join of every entry to every exchange.
+    acks0 = (exchanges.where(F.col("status") == "no_response_expected").select(*frames.KEYS))
+    unanswered = joined.where(F.col("answer").isNull()).join(acks0, frames.KEYS, "left_semi")
+    return (joined.where(F.col("answer") == 0).withColumn("acks0", F.lit(False))
+            .unionByName(unanswered.withColumn("acks0", F.lit(True))))
 
 
 def flows(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
@@ -54,9 +57,7 @@ def flows(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
         F.coalesce("record_count", zero).alias("produced_records"), F.coalesce("bytes", zero).alias("produced_bytes"),
         F.when(F.col("acks0"), F.coalesce("record_count", zero)).otherwise(zero).alias("acks0_records"),
         zero.alias("fetched_records"), zero.alias("fetched_bytes"), *frames.KEYS)
-    ctx = frames.context(exchanges).select(*frames.KEYS, "client_id")
     fetch = (partitions.where((F.col("api_key") == frames.FETCH) & (F.col("direction") == "response"))
-             .join(ctx, frames.KEYS, "left")
              .select(frames.topic().alias("topic"), "partition", "ts", "client_id",
                      zero.alias("produced_records"), zero.alias("produced_bytes"), zero.alias("acks0_records"),
                      F.coalesce("record_count", zero).alias("fetched_records"),

@@ -45,7 +45,7 @@ def prepared(inp: Inputs, keep: Callable[[DataFrame], DataFrame] | None = None) 
     keep = keep or (lambda df: df.persist(StorageLevel.MEMORY_AND_DISK))
     requested = keep(groups.group_requests(inp.exchanges))
     inp = replace(inp, produce=keep(producer.produce_batches(inp.exchanges)),
-                  partitions_with_client=keep(client_partitions(inp.partitions, inp.exchanges)),
+                  partitions_with_client=keep(client_partitions(inp.partitions)),
                   group_requests=requested, generations=keep(groups.generations(requested)))
     return replace(inp, resent=keep(producer.resent_batches(inp)))
 

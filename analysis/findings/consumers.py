@@ -19,13 +19,11 @@ from analysis.findings.core import (
     show_line,
     tp,
     uses,
-    with_client,
 )
 
 
 def commit_per_message(inp: Inputs, th: Thresholds) -> DataFrame:
-    ex = inp.exchanges.select("capture", "connection", "correlation_id", "client_id",
-                              F.col("req_group_id").alias("group_id"))
+    ex = inp.exchanges.select("capture", "connection", "correlation_id", F.col("req_group_id").alias("group_id"))
     commits = (inp.partitions.where((F.col("api_name") == "OffsetCommit") & (F.col("direction") == "request"))
                .join(ex, ["capture", "connection", "correlation_id"]))
     step = F.col("base_offset") - F.lag("base_offset").over(
@@ -108,11 +106,11 @@ def busy_polling(inp: Inputs, th: Thresholds) -> DataFrame:
 def lag_growing(inp: Inputs, th: Thresholds) -> DataFrame:
     keys = ["capture", "connection", "correlation_id", "topic", "partition"]
     req = (inp.partitions.where((F.col("api_name") == "Fetch") & (F.col("direction") == "request"))
-           .select(*keys, F.col("base_offset").alias("position"), "ts"))
+           .select(*keys, F.col("base_offset").alias("position"), "ts", "client_id"))
     resp = (inp.partitions.where((F.col("api_name") == "Fetch") & (F.col("direction") == "response")
                                  & F.col("high_watermark").isNotNull() & (F.col("high_watermark") >= 0))
             .select(*keys, "high_watermark"))
-    lag = (with_client(req.join(resp, keys), inp.exchanges)
+    lag = (req.join(resp, keys)
            .withColumn("lag", F.greatest(F.col("high_watermark") - F.col("position"), F.lit(0)))
            .withColumn("t", F.col("ts").cast("double")))
     agg = (lag.groupBy("capture", "client_id", "topic", "partition")

@@ -47,7 +47,7 @@ class Inputs:
     anomalies: DataFrame | None = None
     # Derived once and kept by Spark when several rules read them (see ``findings.prepared``).
     produce: DataFrame | None = None                 # producer.produce_batches(exchanges)
-    partitions_with_client: DataFrame | None = None  # client_partitions(partitions, exchanges)
+    partitions_with_client: DataFrame | None = None  # client_partitions(partitions)
     group_requests: DataFrame | None = None          # groups.group_requests(exchanges)
     generations: DataFrame | None = None             # groups.generations(group_requests)
     resent: DataFrame | None = None                  # producer.resent_batches(inputs)
@@ -161,30 +161,23 @@ def requests_of(exchanges: DataFrame, *apis: str) -> DataFrame:
     return out.where(F.col("api_name").isin(*apis)) if apis else out
 
 
-# What the rules read of a Produce or Fetch partition row joined to its client (kept narrow: it is kept).
+# What the rules read of a Produce or Fetch partition row with its client (kept narrow: it is kept).
 CLIENT_PARTITION_COLUMNS = ["capture", "connection", "correlation_id", "api_name", "direction", "ts", "topic",
-                            "partition", "error_name", "record_count", "batch_count", "bytes", "compression"]
+                            "partition", "error_name", "record_count", "batch_count", "bytes", "compression",
+                            "client_id"]
 
 
-def with_client(partitions: DataFrame, exchanges: DataFrame) -> DataFrame:
-    """Partition rows with their exchange's client id and broker (``ip:port``)."""
-    ex = exchanges.select("capture", "connection", "correlation_id", "client_id",
-                          F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string")).alias("broker"))
-    return partitions.join(ex, ["capture", "connection", "correlation_id"], "left")
-
-
-def client_partitions(partitions: DataFrame, exchanges: DataFrame) -> DataFrame:
-    """The Produce and Fetch partition rows, narrowed to :data:`CLIENT_PARTITION_COLUMNS`, with their
-    client (:func:`with_client`)."""
-    rows = partitions.where(F.col("api_name").isin("Produce", "Fetch")).select(*CLIENT_PARTITION_COLUMNS)
-    return with_client(rows, exchanges)
+def client_partitions(partitions: DataFrame) -> DataFrame:
+    """The Produce and Fetch partition rows, narrowed to :data:`CLIENT_PARTITION_COLUMNS` (each row carries its
+    exchange's client id, so no join to the exchanges)."""
+    return partitions.where(F.col("api_name").isin("Produce", "Fetch")).select(*CLIENT_PARTITION_COLUMNS)
 
 
 def parts_with_client(inp: Inputs) -> DataFrame:
-    """``client_partitions(inp.partitions, inp.exchanges)``, the shared one when prepared."""
+    """``client_partitions(inp.partitions)``, the shared one when prepared."""
     if inp.partitions_with_client is not None:
         return inp.partitions_with_client
-    return client_partitions(inp.partitions, inp.exchanges)
+    return client_partitions(inp.partitions)
 
 
 def broker_of() -> Column:

@@ -25,8 +25,8 @@ cdef class RowBuilder:
                    direction=list, a_ts=list, a_topic=list, a_topic_id=list, a_partition=list,
                    a_error_code=list, a_error_name=list, a_record_count=list, a_batch_count=list, a_bytes=list,
                    a_offset=list, a_base_offset=list, a_last_offset=list, a_high_watermark=list,
-                   a_compression=list)
-    cpdef _partitions(self, conn, msg, kind, Tally tally, cid, name, ts)
+                   a_compression=list, a_client_id=list)
+    cpdef _partitions(self, conn, msg, kind, Tally tally, cid, name, ts, client)
     @cython.locals(n_ex=Py_ssize_t, n_pa=Py_ssize_t, n_an=Py_ssize_t, n_rec=Py_ssize_t)
     cpdef exchange(self, conn, ex, Tally tally)
     @cython.locals(ex=Exchange, req=Request, resp=Response, body=dict, ci=ConnectionInfo)

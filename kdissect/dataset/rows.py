@@ -270,10 +270,11 @@ class RowBuilder:
         request.append(req_json)
         response.append(resp_json)
         # The api name, connection id and times are the exchange's own: worked out once, above.
+        client = req.client_id if req is not None else None
         if req is not None:
-            self._partitions(conn, req, "request", tally, cid, name, req_ts)
+            self._partitions(conn, req, "request", tally, cid, name, req_ts, client)
         if resp is not None and resp.api_key is not None:
-            self._partitions(conn, resp, "response", tally, cid, name, resp_ts)
+            self._partitions(conn, resp, "response", tally, cid, name, resp_ts, client)
         return name, st, code, ename, (len(req_json) if req_json else 0) + (len(resp_json) if resp_json else 0)
 
     def _api_name(self, api_key: int) -> str:
@@ -319,9 +320,9 @@ class RowBuilder:
     # -- partitions --------------------------------------------------------------------------
 
     def _partitions(self, conn: ConnectionLike, msg: Request | Response, kind: str, tally: Tally, cid: str,
-                    name: str | None, ts: int) -> None:
+                    name: str | None, ts: int, client: str | None) -> None:
         """One row per topic-partition entry of ``msg`` (see :func:`dissector.views.partition_rows`), whose
-        connection id, api name and time in µs are ``cid``, ``name`` and ``ts``."""
+        connection id, api name, time in µs and exchange's client id are ``cid``, ``name``, ``ts`` and ``client``."""
         # The exact types first: compiled, their fields are C struct reads (rows.pxd), where
         # an untyped ``msg`` costs a type-dictionary lookup per field; their protocol is Kafka's.
         if type(msg) is Request:
@@ -346,7 +347,7 @@ class RowBuilder:
             return
         (capture, connection, a_corr, a_key, a_name, a_version, direction, a_ts, a_topic, a_topic_id, a_partition,
          a_error_code, a_error_name, a_record_count, a_batch_count, a_bytes, a_offset, a_base_offset,
-         a_last_offset, a_high_watermark, a_compression) = self._pa
+         a_last_offset, a_high_watermark, a_compression, a_client_id) = self._pa
         topics = self.topics
         unresolved = self._unresolved
         cap = self.capture
@@ -387,6 +388,7 @@ class RowBuilder:
                         for column in (a_error_code, a_error_name, a_record_count, a_batch_count, a_bytes,
                                        a_offset, a_base_offset, a_last_offset, a_high_watermark, a_compression):
                             column.append(None)
+                        a_client_id.append(client)
                         n += 1
                     continue
                 for item in topic.get(partitions_field) or ():  # type: ignore[arg-type]
@@ -420,6 +422,7 @@ class RowBuilder:
                     a_error_name.append(None if code is None else self._error_name(code))
                     a_high_watermark.append(p.get("high_watermark"))
                     a_offset.append(offset)
+                    a_client_id.append(client)
                     n += 1
                     if summary is None:
                         a_record_count.append(None)
@@ -448,7 +451,7 @@ class RowBuilder:
         """Rows from :class:`PartitionRow` views (the 0.7 protocol's messages, a rare path)."""
         (capture, connection, a_corr, a_key, a_name, a_version, direction, a_ts, a_topic, a_topic_id, a_partition,
          a_error_code, a_error_name, a_record_count, a_batch_count, a_bytes, a_offset, a_base_offset,
-         a_last_offset, a_high_watermark, a_compression) = self._pa
+         a_last_offset, a_high_watermark, a_compression, a_client_id) = self._pa
         name = api_name_of(msg)
         ts = msg.first_ts // 1000
         version = "0.7" if msg.api_version is None else f"v{msg.api_version}"
@@ -475,6 +478,7 @@ class RowBuilder:
             a_last_offset.append(p.last_offset)
             a_high_watermark.append(p.high_watermark)
             a_compression.append(p.compression)
+            a_client_id.append(None)        # the 0.7 protocol has no client id
             tally.partitions += 1
             rec = p.records
             if rec is not None:

@@ -69,6 +69,7 @@ SPEC: dict[str, tuple[tuple[str, str, bool], ...]] = {
         ("last_offset", "int64", True),
         ("high_watermark", "int64", True),
         ("compression", "string", True),
+        ("client_id", "string", True),         # the exchange's (its request's) client id
     ),
     "records": _CONNECTION + (
         ("correlation_id", "int32", False),

@@ -71,7 +71,7 @@ assert COLUMNS["exchanges"][4:6] == ("broker_ip", "broker_port") and COLUMNS["ex
     and len(COLUMNS["exchanges"]) == 28, "the exchanges columns moved: update MetricsFold.exchange"
 assert COLUMNS["partitions"][6:16] == ("direction", "ts", "topic", "topic_id", "partition", "error_code",
                                        "error_name", "record_count", "batch_count", "bytes") \
-    and len(COLUMNS["partitions"]) == 21, "the partitions columns moved: update MetricsFold._produce"
+    and len(COLUMNS["partitions"]) == 22, "the partitions columns moved: update MetricsFold._produce"
 _NB = len(C.BUCKETS)
 _BUCKETS = C.BUCKETS
 _VERSIONS = tuple(str(v) for v in range(256))
@@ -214,7 +214,7 @@ class MetricsFold:
     def _produce(self, client_l: str, status: str, pa: Sequence[list], p0: int, p1: int) -> None:
         """Records and bytes of the partitions the broker accepted (or of acks=0 requests)."""
         (_capture, _connection, _corr, _key, _name, _version, direction, _ts, topic, topic_id, partition,
-         error, _error_name, count, _batches, size, _offset, _base, _last, _hw, _codec) = pa
+         error, _error_name, count, _batches, size, _offset, _base, _last, _hw, _codec, _client) = pa
         acks0 = status == "no_response_expected"
         if p1 - p0 == 2 and not acks0:
             r = p0 + 1

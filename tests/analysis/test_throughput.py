@@ -20,17 +20,17 @@ def data(spark):
     ])
     parts = table(spark, "partitions", [
         # accepted: 3 records on o-0; rejected: 2 records on o-1
-        part(1, "Produce", 0, "request", "o", 0, record_count=3, bytes=300),
-        part(1, "Produce", 0, "request", "o", 1, record_count=2, bytes=200),
-        part(1, "Produce", 0, "response", "o", 0, error_code=0),
-        part(1, "Produce", 0, "response", "o", 1, error_code=6),
-        part(2, "Produce", 0, "request", "o", 0, t=1, record_count=1, bytes=100),
-        part(2, "Produce", 0, "response", "o", 0, t=1, error_code=0),
-        part(3, "Produce", 0, "request", "o", 1, t=2, record_count=4, bytes=400),
-        part(4, "Produce", 0, "request", "o", 1, t=3, record_count=9, bytes=900),
+        part(1, "Produce", 0, "request", "o", 0, record_count=3, bytes=300, client_id="p"),
+        part(1, "Produce", 0, "request", "o", 1, record_count=2, bytes=200, client_id="p"),
+        part(1, "Produce", 0, "response", "o", 0, error_code=0, client_id="p"),
+        part(1, "Produce", 0, "response", "o", 1, error_code=6, client_id="p"),
+        part(2, "Produce", 0, "request", "o", 0, t=1, record_count=1, bytes=100, client_id="p"),
+        part(2, "Produce", 0, "response", "o", 0, t=1, error_code=0, client_id="p"),
+        part(3, "Produce", 0, "request", "o", 1, t=2, record_count=4, bytes=400, client_id="p"),
+        part(4, "Produce", 0, "request", "o", 1, t=3, record_count=9, bytes=900, client_id="p"),
         # a consumer fetched 4 records of o-0 (one request, two partitions)
-        part(5, "Fetch", 1, "response", "o", 0, t=10, record_count=4, bytes=410, error_code=0),
-        part(5, "Fetch", 1, "response", "o", 1, t=10, record_count=0, bytes=0, error_code=0),
+        part(5, "Fetch", 1, "response", "o", 0, t=10, record_count=4, bytes=410, error_code=0, client_id="c"),
+        part(5, "Fetch", 1, "response", "o", 1, t=10, record_count=0, bytes=0, error_code=0, client_id="c"),
     ])
     return ex, parts
 

@@ -38,7 +38,7 @@ def part(e: dict, direction: str, *, topic: str = "t", partition: int = 0, **col
     ts = e["request_ts"] if direction == "request" else e["response_ts"]
     return {"capture": e["capture"], "connection": e["connection"], "correlation_id": e["correlation_id"],
             "api_name": e["api_name"], "api_version": e["api_version"], "direction": direction, "ts": ts,
-            "topic": topic, "partition": partition, **cols}
+            "topic": topic, "partition": partition, "client_id": e["client_id"], **cols}
 
 
 def produce_body(topic: str = "t", partition: int = 0, *, acks: int = -1, records: int = 1, batches: int = 1,
