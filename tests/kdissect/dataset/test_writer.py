@@ -296,3 +296,20 @@ def test_the_files_are_the_bytes_pyarrow_parquets_writer_makes(tmp_path: Path, m
     assert files == sorted(p.relative_to(tmp_path / "public") for p in (tmp_path / "public").rglob("*.parquet"))
     for f in files:
         assert (tmp_path / "inner" / f).read_bytes() == (tmp_path / "public" / f).read_bytes(), f
+
+
+def test_partition_rows_carry_their_exchanges_client_id(tmp_path: Path) -> None:
+    # Real captures of several clients (producers, a consumer group, admin calls; legacy versions) and of
+    # 0.7 clients, whose protocol has no client id.
+    kdissect.write_dataset([SAMPLES / "mixed.pcap", SAMPLES / "legacy-clients.pcap", SAMPLES / "v07" / "clients.pcap"],
+                           tmp_path)
+    keys = ["capture", "connection", "correlation_id"]
+    ex = read_table(tmp_path, "exchanges").to_pandas()[[*keys, "client_id"]]
+    parts = read_table(tmp_path, "partitions").to_pandas()
+    joined = parts.merge(ex, on=keys, how="left", suffixes=("", "_of_exchange"), validate="many_to_one")
+    assert len(joined) == len(parts) and len(parts) > 100
+    same = (joined.client_id == joined.client_id_of_exchange) | (joined.client_id.isna()
+                                                                & joined.client_id_of_exchange.isna())
+    assert same.all(), joined[~same]
+    assert joined.client_id.notna().sum() > 100 and joined.client_id.nunique() >= 3
+    assert joined[joined.capture == "clients.pcap"].client_id.isna().all()
