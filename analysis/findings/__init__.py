@@ -30,6 +30,11 @@ __all__ = ["BY_ID", "COLUMNS", "FINDINGS", "RULES", "SEVERITIES", "Config", "Fin
            "tables"]
 
 
+# After the severity's rank (worst first): time, rule and subject; capture and evidence last, so that findings
+# tied on the rest (one client's in two captures of the same moment, its acks=0 and acks=1 at once) keep one order.
+ORDER = ("first_ts", "finding", "subject", "capture", "evidence")
+
+
 def severity_rank() -> F.Column:
     """0 for critical, 1 warning, 2 info: sort ascending for worst first."""
     return F.array_position(F.array(*[F.lit(s) for s in SEVERITIES]), F.col("severity"))
@@ -65,12 +70,13 @@ def findings(inp: Inputs, config: Config | None = None) -> DataFrame:
     spark = inp.exchanges.sparkSession
     empty = spark.createDataFrame([], FINDINGS)
     out = reduce(DataFrame.unionByName, rule_frames(inp, config).values(), empty)
-    return out.orderBy(severity_rank(), "first_ts", "finding", "subject")
+    return out.orderBy(severity_rank(), *ORDER)
 
 
 def merge(tables: Sequence[pa.Table]) -> pa.Table:
     """The rules' findings collected one rule at a time, as one table ordered as :func:`findings` orders
-    it: worst first, then by time, rule and subject (nulls first, as Spark sorts ascending)."""
+    it: worst first, then by time, rule, subject, capture and evidence (nulls first, as Spark sorts
+    ascending)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -81,7 +87,7 @@ def merge(tables: Sequence[pa.Table]) -> pa.Table:
     # severity_rank(): a severity's 1-based place in SEVERITIES, 0 for any other.
     rank = pc.add(pc.fill_null(pc.index_in(table["severity"], pa.array(SEVERITIES)), -1), 1)
     keyed = table.append_column("_rank", rank)
-    keys = ["_rank", "first_ts", "finding", "subject"]
+    keys = ["_rank", *ORDER]
     try:  # pyarrow 25+: null placement per key
         order = pc.sort_indices(keyed, sort_keys=[(k, "ascending", "at_start") for k in keys])
     except (TypeError, ValueError, pa.ArrowInvalid):
