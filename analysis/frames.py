@@ -44,6 +44,14 @@ def context(exchanges: DataFrame) -> DataFrame:
     return exchanges.select(*KEYS, "client_id", broker().alias("broker"), "status", "api_version")
 
 
+def records_total(entries: Column, field: str) -> Column:
+    """``sum(field)`` of the records summaries of ``entries`` (an array of Produce partition entries), as SQL
+    sums: nulls skipped, null if all are. A request's totals from its own row, where grouping its exploded
+    entries back by request would shuffle every entry."""
+    return F.aggregate(entries, F.lit(None).cast("long"), lambda acc, p: F.when(
+        p["records"][field].isNull(), acc).otherwise(F.coalesce(acc, F.lit(0).cast("long")) + p["records"][field]))
+
+
 def failed(error_code: str = "error_code") -> Column:
     return F.col(error_code).isNotNull() & (F.col(error_code) != 0)
 

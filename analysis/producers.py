@@ -22,29 +22,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis import facts, frames, runner
 from analysis.dataset import Dataset
 from analysis.options import Options
 
-# What this job reads of a batch's records summary.
-BATCH = ["batch_count", "record_count", "producer_id", "producer_epoch", "transactional"]
-
 PRODUCERS = ["client_id", "producer_id", "producer_epoch", "transactional_id", "idempotent", "transactional",
              "transactions_begun", "transactions_committed", "transactions_aborted", "requests", "batches", "records",
              "records_per_batch", "batches_per_request"]
-
-
-def batches(exchanges: DataFrame) -> DataFrame:
-    """One row per partition entry of each Produce request: producer id/epoch, batches and records."""
-    return (facts.typed(exchanges).where((F.col("api_key") == frames.PRODUCE) & F.col("has_request"))
-            .select(*frames.KEYS, "client_id", F.col("req_transactional_id").alias("transactional_id"),
-                    F.explode(F.flatten(F.transform("req_topic_data", lambda t: t["partition_data"])))
-                    .alias("p"))
-            .select(*frames.KEYS, "client_id", "transactional_id", *[F.col(f"p.records.{c}").alias(c) for c in BATCH])
-            .where(F.col("batch_count") > 0))
 
 
 def transactions(exchanges: DataFrame) -> DataFrame:
@@ -63,13 +50,35 @@ def transactions(exchanges: DataFrame) -> DataFrame:
                  F.sum((ended & ~F.col("committed")).cast("long")).alias("transactions_aborted")))
 
 
+def per_request(exchanges: DataFrame) -> DataFrame:
+    """One row per Produce request and producer id among its batches: that producer's batches, records,
+    highest epoch and whether a batch was transactional, summed on the request's own row (no shuffle)."""
+    entries = F.filter(F.flatten(F.transform("req_topic_data", lambda t: t["partition_data"])),
+                       lambda p: p["records"]["batch_count"] > 0)
+    ids = F.array_distinct(F.transform("entries", lambda p: p["records"]["producer_id"]))
+
+    def of(pid: Column) -> Column:
+        mine = F.filter("entries", lambda p: p["records"]["producer_id"].eqNullSafe(pid))
+        return F.struct(pid.alias("producer_id"),
+                        F.array_max(F.transform(mine, lambda p: p["records"]["producer_epoch"])).alias("producer_epoch"),
+                        F.exists(mine, lambda p: F.coalesce(p["records"]["transactional"], F.lit(False)))
+                        .alias("transactional"),
+                        frames.records_total(mine, "batch_count").alias("batches"),
+                        frames.records_total(mine, "record_count").alias("records"))
+    return (facts.typed(exchanges).where((F.col("api_key") == frames.PRODUCE) & F.col("has_request"))
+            .select("client_id", F.col("req_transactional_id").alias("transactional_id"), entries.alias("entries"))
+            .where(F.size("entries") > 0)
+            .select("client_id", "transactional_id", F.explode(F.transform(ids, of)).alias("b"))
+            .select("client_id", "transactional_id", "b.*"))
+
+
 def producers(exchanges: DataFrame) -> DataFrame:
-    b = batches(exchanges)
-    per = (b.groupBy("client_id", "producer_id")
+    # Per request first (on its own row), then a plain count: a distinct count of requests over every
+    # batch shuffled each batch with its connection.
+    per = (per_request(exchanges).groupBy("client_id", "producer_id")
            .agg(F.max("producer_epoch").alias("producer_epoch"), F.max("transactional_id").alias("transactional_id"),
-                F.bool_or(F.coalesce("transactional", F.lit(False))).alias("transactional"),
-                F.countDistinct(*frames.KEYS).alias("requests"),
-                F.sum("batch_count").alias("batches"), F.sum("record_count").alias("records")))
+                F.bool_or("transactional").alias("transactional"), F.count(F.lit(1)).alias("requests"),
+                F.sum("batches").alias("batches"), F.sum("records").alias("records")))
     zero = F.lit(0).cast("long")
     return (per.join(transactions(exchanges), "transactional_id", "left")
             .withColumn("idempotent", F.col("producer_id") >= 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import reduce
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from analysis import facts, frames
@@ -56,12 +56,6 @@ def _produce_outcomes(partitions: DataFrame) -> DataFrame:
 
 # --------------------------------------------------------------------------
 
-def _total(entries: Column, field: str) -> Column:
-    """``sum(field)`` over the array ``entries`` of partition entries, as SQL sums: nulls skipped, null if all are."""
-    return F.aggregate(entries, F.lit(None).cast("long"), lambda acc, p: F.when(
-        p["records"][field].isNull(), acc).otherwise(F.coalesce(acc, F.lit(0).cast("long")) + p["records"][field]))
-
-
 def tiny_batches(inp: Inputs, th: Thresholds) -> DataFrame:
     # Each request's totals from its own row (its partition entries holding batches), not a grouping of
     # the batches by request: that shuffled every batch with its connection.
@@ -70,8 +64,8 @@ def tiny_batches(inp: Inputs, th: Thresholds) -> DataFrame:
     per_req = (requests_of(facts.typed(inp.exchanges), "Produce")
                .select("capture", "client_id", F.col("request_ts").alias("ts"), entries.alias("entries"))
                .where(F.size("entries") > 0)
-               .select("capture", "client_id", "ts", _total(F.col("entries"), "record_count").alias("records"),
-                       _total(F.col("entries"), "batch_count").alias("batches"))
+               .select("capture", "client_id", "ts", frames.records_total(F.col("entries"), "record_count").alias("records"),
+                       frames.records_total(F.col("entries"), "batch_count").alias("batches"))
                .withColumn("per_batch", F.col("records") / F.col("batches")))
     agg = (frames.in_group_order(per_req, ["capture", "client_id"], "per_batch").groupBy("capture", "client_id")
            .agg(F.count(F.lit(1)).alias("requests"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
