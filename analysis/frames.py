@@ -44,6 +44,14 @@ def context(exchanges: DataFrame) -> DataFrame:
     return exchanges.select(*KEYS, "client_id", broker().alias("broker"), "status", "api_version")
 
 
+def batch_entries() -> Column:
+    """A Produce request's partition entries that carry record batches, from its own ``req_topic_data``
+    (a topic without its partition list counts for nothing, as the exploded batches left it out)."""
+    parts = F.flatten(F.transform(F.coalesce("req_topic_data", F.array()),
+                                  lambda t: F.coalesce(t["partition_data"], F.array())))
+    return F.filter(parts, lambda p: p["records"]["batch_count"] > 0)
+
+
 def records_total(entries: Column, field: str) -> Column:
     """``sum(field)`` of the records summaries of ``entries`` (an array of Produce partition entries), as SQL
     sums: nulls skipped, null if all are. A request's totals from its own row, where grouping its exploded

@@ -53,20 +53,19 @@ def transactions(exchanges: DataFrame) -> DataFrame:
 def per_request(exchanges: DataFrame) -> DataFrame:
     """One row per Produce request and producer id among its batches: that producer's batches, records,
     highest epoch and whether a batch was transactional, summed on the request's own row (no shuffle)."""
-    entries = F.filter(F.flatten(F.transform("req_topic_data", lambda t: t["partition_data"])),
-                       lambda p: p["records"]["batch_count"] > 0)
     ids = F.array_distinct(F.transform("entries", lambda p: p["records"]["producer_id"]))
 
     def of(pid: Column) -> Column:
         mine = F.filter("entries", lambda p: p["records"]["producer_id"].eqNullSafe(pid))
-        return F.struct(pid.alias("producer_id"),
-                        F.array_max(F.transform(mine, lambda p: p["records"]["producer_epoch"])).alias("producer_epoch"),
+        epoch = F.array_max(F.transform(mine, lambda p: p["records"]["producer_epoch"]))
+        return F.struct(pid.alias("producer_id"), epoch.alias("producer_epoch"),
                         F.exists(mine, lambda p: F.coalesce(p["records"]["transactional"], F.lit(False)))
                         .alias("transactional"),
                         frames.records_total(mine, "batch_count").alias("batches"),
                         frames.records_total(mine, "record_count").alias("records"))
     return (facts.typed(exchanges).where((F.col("api_key") == frames.PRODUCE) & F.col("has_request"))
-            .select("client_id", F.col("req_transactional_id").alias("transactional_id"), entries.alias("entries"))
+            .select("client_id", F.col("req_transactional_id").alias("transactional_id"),
+                    frames.batch_entries().alias("entries"))
             .where(F.size("entries") > 0)
             .select("client_id", "transactional_id", F.explode(F.transform(ids, of)).alias("b"))
             .select("client_id", "transactional_id", "b.*"))

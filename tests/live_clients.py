@@ -73,13 +73,13 @@ def main() -> int:
         # A partition without a committed offset starts at 0, asked for explicitly: tansu answers "earliest"
         # (ListOffsets -2) with the offset of the oldest record timestamp, which two producers can place
         # after offset 0 (seen: 346 of 1058), and the consumer then never reads what lies before it.
-        def start(consumer: Consumer, parts: list) -> None:
+        def from_zero(consumer: Consumer, parts: list) -> None:
             committed = consumer.committed(parts, timeout=10)
             for tp, done in zip(parts, committed, strict=True):
                 tp.offset = done.offset if done.offset >= 0 else 0
             consumer.assign(parts)
 
-        c.subscribe([a.topic], on_assign=start)
+        c.subscribe([a.topic], on_assign=from_zero)
         # A rebalance on a loaded machine can hold the group for a while: give up only after a.timeout
         # without a message (or at a hard cap under the tests' 180 s), and say why on stderr.
         start = progress = time.monotonic()

@@ -59,13 +59,12 @@ def _produce_outcomes(partitions: DataFrame) -> DataFrame:
 def tiny_batches(inp: Inputs, th: Thresholds) -> DataFrame:
     # Each request's totals from its own row (its partition entries holding batches), not a grouping of
     # the batches by request: that shuffled every batch with its connection.
-    entries = F.filter(F.flatten(F.transform(F.coalesce("req_topic_data", F.array()), lambda t: F.coalesce(
-        t["partition_data"], F.array()))), lambda p: p["records"]["batch_count"] > 0)
+    entries = F.col("entries")
     per_req = (requests_of(facts.typed(inp.exchanges), "Produce")
-               .select("capture", "client_id", F.col("request_ts").alias("ts"), entries.alias("entries"))
+               .select("capture", "client_id", F.col("request_ts").alias("ts"), frames.batch_entries().alias("entries"))
                .where(F.size("entries") > 0)
-               .select("capture", "client_id", "ts", frames.records_total(F.col("entries"), "record_count").alias("records"),
-                       frames.records_total(F.col("entries"), "batch_count").alias("batches"))
+               .select("capture", "client_id", "ts", frames.records_total(entries, "record_count").alias("records"),
+                       frames.records_total(entries, "batch_count").alias("batches"))
                .withColumn("per_batch", F.col("records") / F.col("batches")))
     agg = (frames.in_group_order(per_req, ["capture", "client_id"], "per_batch").groupBy("capture", "client_id")
            .agg(F.count(F.lit(1)).alias("requests"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
