@@ -162,27 +162,37 @@ class Dataset:
     input_bytes: int
     empty: frozenset[str] = frozenset()     # tables no dataset has a file of (records, without --records)
     kept: list[tuple[DataFrame, str]] = field(default_factory=list, compare=False, repr=False)
+    checkpoint: str | None = None           # keep() by local checkpoints at this StorageLevel, else persist
 
     def keep(self, df: DataFrame) -> DataFrame:
-        """``df`` persisted (memory, spilling to disk) until :meth:`release`: for a frame several tables read.
+        """``df`` kept until :meth:`release`: for a frame several tables read.
 
-        It comes back as a temporary view of itself: the queries built on it then name it instead of
-        repeating its whole plan, which Spark would otherwise analyze again in every one of them (and a
-        Spark Connect client would send every time).
+        With ``checkpoint`` (a JVM of this command's own) it is a local checkpoint, computed by the first
+        query that reads it: its rows stored as they are (in memory, or on disk for a large input), where
+        Spark's cache first builds compressed column batches of them, which cost more than the queries
+        reading them saved. A server that outlives the command persists it instead, which :meth:`release`
+        can free at once. It comes back as a temporary view of itself: the queries built on it then name it
+        instead of repeating its whole plan, which Spark would otherwise analyze again in every one of them
+        (and a Spark Connect client would send every time).
         """
         from pyspark import StorageLevel
         name = f"kdissect_{uuid.uuid4().hex}"
-        kept = df.persist(StorageLevel.MEMORY_AND_DISK)
+        if self.checkpoint is not None:
+            kept = df.localCheckpoint(eager=False, storageLevel=getattr(StorageLevel, self.checkpoint))
+        else:
+            kept = df.persist(StorageLevel.MEMORY_AND_DISK)
         kept.createOrReplaceTempView(name)
         self.kept.append((kept, name))
         return kept.sparkSession.table(name)
 
     def release(self) -> None:
-        """Drop every frame :meth:`keep` persisted, and its view (without waiting for Spark to free the blocks)."""
+        """Drop every frame :meth:`keep` kept, and its view (without waiting for Spark to free the blocks; a
+        checkpoint's go with the JVM)."""
         while self.kept:
             kept, name = self.kept.pop()
             kept.sparkSession.catalog.dropTempView(name)
-            kept.unpersist(blocking=False)
+            if self.checkpoint is None:
+                kept.unpersist(blocking=False)
 
 
 def _is_remote(path: str) -> bool:
@@ -293,16 +303,18 @@ def load(spark: SparkSession, paths: Sequence[str], since: dt.datetime | None = 
     )
 
 
-def cached(ds: Dataset) -> Dataset:
+def cached(ds: Dataset, checkpoint: str | None = None) -> Dataset:
     """The dataset as the jobs read it: exchanges as facts (every body field a job reads as a typed
-    column, each body parsed once, the bodies themselves dropped: see :mod:`analysis.facts`) and
-    partitions, both kept by Spark (:meth:`Dataset.keep`) so the jobs' many small queries read the
-    Parquet files and parse the JSON once."""
+    column, each body parsed once, the bodies themselves dropped: see :mod:`analysis.facts`), kept
+    (:meth:`Dataset.keep`, by local checkpoints at the StorageLevel ``checkpoint`` when given) so the
+    jobs' many small queries parse the JSON once. The other tables are read from Parquet by each query:
+    its columnar reader reads the few columns a query needs as fast as Spark's cache would, which would
+    first cost a copy of every row."""
     from dataclasses import replace
 
     from analysis.facts import exchange_facts
-    out = replace(ds, kept=[])
-    return replace(out, exchanges=out.keep(exchange_facts(ds.exchanges)), partitions=out.keep(ds.partitions))
+    out = replace(ds, kept=[], checkpoint=checkpoint)
+    return replace(out, exchanges=out.keep(exchange_facts(ds.exchanges)))
 
 
 def read_table(spark: SparkSession, dataset: str, name: str) -> DataFrame:

@@ -227,14 +227,16 @@ def workers(spark: Any) -> int:
     return max(2, min(8, 2 * cores))
 
 
-def prepare(spark: Any, request: Request, stats: Stats | None = None) -> Any:
+def prepare(spark: Any, request: Request, stats: Stats | None = None, own_jvm: bool = False) -> Any:
     """The datasets read and cut to the time range, exchanges parsed into facts and kept, the window chosen:
     ``(dataset, options)``. One Spark job reads and parses everything and gives the capture's span and
-    what it holds (:func:`inventory`)."""
+    what it holds (:func:`inventory`). ``own_jvm``: Spark runs for this command alone (not a server that
+    outlives it), so what it keeps can be local checkpoints (:meth:`analysis.dataset.Dataset.keep`)."""
     from analysis import dataset, session
 
     t0 = time.monotonic()
-    ds = dataset.cached(dataset.load(spark, request.datasets, request.since, request.until))
+    loaded = dataset.load(spark, request.datasets, request.since, request.until)
+    ds = dataset.cached(loaded, session.checkpoint_level(loaded.input_bytes) if own_jvm else None)
     session.size_shuffle(spark, ds.input_bytes, user_set="spark.sql.shuffle.partitions" in request.conf)
     present, first, last = inventory(ds)
     if stats:
@@ -307,7 +309,7 @@ def _analyze(spark: Any, request: Request, jobs: Sequence[str],
     group = f"kdissect-{os.getpid()}-{id(stats):x}"
     session.in_thread(spark, "kdissect-main", group)()
     try:
-        ds, opts = prepare(spark, request, stats)
+        ds, opts = prepare(spark, request, stats, own_jvm=running.own_jvm())
     except Exception as exc:
         running.check_alive(exc)
         raise

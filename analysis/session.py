@@ -292,10 +292,17 @@ class Spark:
     # classic sessions in it: the mark is taken away on stop when this Spark put it there.
     connect_mark: bool = False
     lost: bool = False      # the link to Spark broke during a command: stopping has nothing to ask
+    # :func:`start` built this Spark for one command, which stops it (not a session handed in by a
+    # notebook, nor a Spark Connect server that outlives the command).
+    owned: bool = False
 
     def _jvm(self) -> subprocess.Popen | None:
         """The JVM process this process started, if it did."""
         return getattr(getattr(getattr(self.host, "sparkContext", None), "_gateway", None), "proc", None)
+
+    def own_jvm(self) -> bool:
+        """Spark runs for this command alone and ends with it: what it keeps needs no freeing."""
+        return self.owned
 
     def died(self) -> bool:
         """Whether the JVM this process started has exited (it ran out of memory, or was killed)."""
@@ -370,7 +377,7 @@ def start(app_name: str, master: str | None = None, conf: dict[str, str] | None 
         return Spark(_remote_session(app_name, remote, {**conf_for_size(input_bytes), **(conf or {})}),
                      connect_mark=not marked)
     if "PYSPARK_GATEWAY_PORT" in os.environ or not local_master(master):
-        return Spark(build_session(app_name, master, conf, checked=True))
+        return Spark(build_session(app_name, master, conf, checked=True), owned=True)
     settings = {**LOCAL_TUNING, **conf_for_size(input_bytes)}
     heap = jvm.driver_memory(input_bytes)
     if heap is not None:              # a --conf spark.driver.memory given still wins (conf goes last)
@@ -402,7 +409,7 @@ def start(app_name: str, master: str | None = None, conf: dict[str, str] | None 
     if archive is not None:
         archive.writer_started(host.sparkContext._gateway.proc.pid)
     if not connect:
-        return Spark(host, host, archive)
+        return Spark(host, host, archive, owned=True)
     marked = CONNECT_MODE_ENV in os.environ
     try:
         port = getattr(getattr(host._jvm, "org.apache.spark.sql.connect.service.SparkConnectService$"),
@@ -416,7 +423,7 @@ def start(app_name: str, master: str | None = None, conf: dict[str, str] | None 
     except BaseException:
         host.stop()
         raise
-    return Spark(session, host, archive, connect_mark=not marked)
+    return Spark(session, host, archive, connect_mark=not marked, owned=True)
 
 
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
@@ -436,16 +443,20 @@ LOCAL_TUNING = {
 def conf_for_size(input_bytes: int) -> dict[str, str]:
     """Spark SQL settings for a local run over ``input_bytes`` of Parquet.
 
+    Every input: a Parquet file counts as 1 MiB more than its size when Spark splits the input among
+    tasks (``openCostInBytes``; Spark's 4 MiB kept a decoded capture's 5 MB file of 200,000 exchanges,
+    eleven row groups, in one task, so parsing its bodies used one core of two).
     Small inputs: no adaptive execution (it plans each shuffle stage as a job of its own, and re-plans
     after each: most of a tiny query's cost, for nothing to adapt), and expressions interpreted rather
     than compiled to Java (compiling each query's code costs more than running it on a few thousand
     rows), and no broadcast joins (each broadcast is a Spark job of its own that collects, serializes and
     ships a side of a few rows: a sort-merge join in the query's own stages costs less). Large inputs keep
-    Spark's defaults.
+    Spark's defaults for those.
     """
+    split = {"spark.sql.files.openCostInBytes": str(1 << 20)}
     if input_bytes > jvm.SMALL_INPUT:
-        return {}
-    return {"spark.sql.adaptive.enabled": "false", "spark.sql.codegen.wholeStage": "false",
+        return split
+    return {**split, "spark.sql.adaptive.enabled": "false", "spark.sql.codegen.wholeStage": "false",
             "spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.sql.autoBroadcastJoinThreshold": "-1"}
 
 
@@ -535,6 +546,13 @@ def _retry_briefly(session: Any) -> None:
         session.client.set_retry_policies([DefaultPolicy(**RETRY_POLICY)])
     except (ImportError, AttributeError, TypeError):  # another pyspark's client: its own retries
         pass
+
+
+def checkpoint_level(input_bytes: int) -> str:
+    """Where a command's own Spark keeps the frames several tables read (:meth:`analysis.dataset.Dataset.keep`):
+    in memory as rows for a small input, on disk for a large one, whose rows as objects would take
+    several times its Parquet in heap."""
+    return "MEMORY_AND_DISK_DESER" if input_bytes <= jvm.SMALL_INPUT else "DISK_ONLY"
 
 
 def size_shuffle(spark, input_bytes: int, user_set: bool = False) -> int:

@@ -123,6 +123,21 @@ def test_load_reads_several_datasets_cut_to_a_time_range(spark, decoded, tmp_pat
     assert cut.exchanges.count() == sum(mid <= t < times[-1] for t in times) > 0
 
 
+@pytest.mark.parametrize("checkpoint", [None, "MEMORY_AND_DISK_DESER", "DISK_ONLY"])
+def test_kept_facts_are_checkpoints_for_a_spark_of_its_own_else_persisted_until_released(spark, decoded,
+                                                                                          checkpoint):
+    from analysis.facts import exchange_facts
+    loaded = dataset.load(spark, [str(decoded)])
+    ds = dataset.cached(loaded, checkpoint)
+    (_, view), = ds.kept
+    assert spark.catalog.isCached(view) is (checkpoint is None)      # a checkpoint is not Spark's cache
+    assert sorted(map(tuple, ds.exchanges.collect())) == sorted(map(tuple, exchange_facts(loaded.exchanges).collect()))
+    assert ds.partitions is loaded.partitions                        # read from Parquet by each query
+    ds.release()
+    assert ds.kept == [] and view not in {t.name for t in spark.catalog.listTables()}
+    assert session.Spark(spark).own_jvm() is False                   # a session handed in persists
+
+
 @pytest.mark.slow
 def test_python_m_analysis_job_prints_and_writes_csv(spark, decoded, tmp_path):
     from analysis import errors
