@@ -167,10 +167,11 @@ class Dataset:
     def keep(self, df: DataFrame) -> DataFrame:
         """``df`` kept until :meth:`release`: for a frame several tables read.
 
-        With ``checkpoint`` (a JVM of this command's own) it is a local checkpoint, computed by the first
-        query that reads it: its rows stored as they are (in memory, or on disk for a large input), where
-        Spark's cache first builds compressed column batches of them, which cost more than the queries
-        reading them saved. A server that outlives the command persists it instead, which :meth:`release`
+        With ``checkpoint`` (a JVM of this command's own) it is a local checkpoint, computed at once: its
+        rows stored as they are (in memory, or on disk for a large input), where Spark's cache first builds
+        compressed column batches of them, which cost more than the queries reading them saved. (Left to the
+        first query reading it, its tasks report metrics of a plan Spark may have forgotten by then, and
+        each such report is an error in the log.) A server that outlives the command persists it instead, which :meth:`release`
         can free at once. It comes back as a temporary view of itself: the queries built on it then name it
         instead of repeating its whole plan, which Spark would otherwise analyze again in every one of them
         (and a Spark Connect client would send every time).
@@ -178,7 +179,7 @@ class Dataset:
         from pyspark import StorageLevel
         name = f"kdissect_{uuid.uuid4().hex}"
         if self.checkpoint is not None:
-            kept = df.localCheckpoint(eager=False, storageLevel=getattr(StorageLevel, self.checkpoint))
+            kept = df.localCheckpoint(eager=True, storageLevel=getattr(StorageLevel, self.checkpoint))
         else:
             kept = df.persist(StorageLevel.MEMORY_AND_DISK)
         kept.createOrReplaceTempView(name)

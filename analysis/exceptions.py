@@ -30,3 +30,8 @@ class NoSuchDataset(DatasetError, UsageError):
 
 class SparkUnavailable(AnalysisError):
     """Spark cannot start here: no Java, a Java too old, or the JVM died at startup. Exit 1."""
+
+
+class SparkFailed(AnalysisError):
+    """A query Spark ran for the analysis failed (out of memory in a task, a broadcast too big, ...): its
+    first line, without the JVM's stack trace. Exit 1."""

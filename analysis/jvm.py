@@ -142,10 +142,10 @@ def quick_start_options(input_bytes: int) -> list[str]:
 
 
 # The driver's heap for a local run: Spark's 1 GB up to HEAP_FREE_INPUT bytes of Parquet, then this many
-# bytes of heap per byte of input (the kept facts, decompressed and as columns, and the queries beside
-# them), at most half of the machine's memory.
+# bytes of heap per byte of input (the queries' sorts and hash tables; what the analysis keeps is on
+# disk past SMALL_INPUT), at most half of the machine's memory.
 HEAP_FREE_INPUT = 16 << 20
-HEAP_PER_INPUT_BYTE = 16
+HEAP_PER_INPUT_BYTE = 3
 
 
 def physical_memory() -> int:

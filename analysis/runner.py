@@ -312,6 +312,9 @@ def _analyze(spark: Any, request: Request, jobs: Sequence[str],
         ds, opts = prepare(spark, request, stats, own_jvm=running.own_jvm())
     except Exception as exc:
         running.check_alive(exc)
+        failure = session.query_failure(exc)
+        if failure is not None:
+            raise failure from None
         raise
     built: dict[str, dict[str, Any]] = {}
     pieces: dict[tuple[str, str | None], Any] = {}
@@ -367,6 +370,9 @@ def _analyze(spark: Any, request: Request, jobs: Sequence[str],
         lost = session.connection_lost(exc)
         running.check_alive(exc)
         session.cancel(spark, group)
+        failure = session.query_failure(exc)
+        if failure is not None:
+            raise failure from None
         raise
     finally:
         pool.shutdown(wait=True)

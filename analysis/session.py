@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from analysis import jvm
-from analysis.exceptions import AnalysisError, SparkUnavailable, UsageError
+from analysis.exceptions import AnalysisError, SparkFailed, SparkUnavailable, UsageError
 
 MIN_JAVA = 17
 INSTALL_JAVA = ("install a Java runtime (Debian/Ubuntu: apt-get install openjdk-17-jre-headless; "
@@ -257,6 +257,22 @@ def _first_line(exc: BaseException) -> str:
     return (lines[0] if lines else type(exc).__name__)[:300]
 
 
+def query_failure(exc: BaseException) -> AnalysisError | None:
+    """The one-line error for a Spark query that failed with ``exc``; None when ``exc`` is not Spark's."""
+    try:
+        from pyspark.errors import PySparkException
+    except ImportError:                         # an older pyspark's errors
+        PySparkException = ()                   # noqa: N806
+    if not (isinstance(exc, PySparkException) or type(exc).__name__ == "Py4JJavaError"):
+        return None
+    text = _first_line(exc)
+    # Spark's own advice after the first sentence is long and names settings kdissect sets itself.
+    sentence = text.split(". ", 1)[0]
+    text = sentence + "." if len(sentence) >= 20 and sentence != text else text
+    hint = " (give Spark more with --conf spark.driver.memory=4g)" if "memory" in text.lower() else ""
+    return SparkFailed(f"Spark failed during the analysis: {text}{hint}")
+
+
 # How long a JVM whose connection broke may take to exit (its shutdown hooks) before the failure is
 # taken for something else.
 DEATH_GRACE_S = 10.0
@@ -446,16 +462,20 @@ def conf_for_size(input_bytes: int) -> dict[str, str]:
     Every input: a Parquet file counts as 1 MiB more than its size when Spark splits the input among
     tasks (``openCostInBytes``; Spark's 4 MiB kept a decoded capture's 5 MB file of 200,000 exchanges,
     eleven row groups, in one task, so parsing its bodies used one core of two).
-    Small inputs: no adaptive execution (it plans each shuffle stage as a job of its own, and re-plans
-    after each: most of a tiny query's cost, for nothing to adapt), and expressions interpreted rather
+    Large inputs: only small join sides broadcast (below). Small inputs: no adaptive execution (it plans
+    each shuffle stage as a job of its own, and re-plans after each: most of a tiny query's cost, for
+    nothing to adapt), and expressions interpreted rather
     than compiled to Java (compiling each query's code costs more than running it on a few thousand
     rows), and no broadcast joins (each broadcast is a Spark job of its own that collects, serializes and
-    ships a side of a few rows: a sort-merge join in the query's own stages costs less). Large inputs keep
-    Spark's defaults for those.
+    ships a side of a few rows: a sort-merge join in the query's own stages costs less).
     """
     split = {"spark.sql.files.openCostInBytes": str(1 << 20)}
     if input_bytes > jvm.SMALL_INPUT:
-        return split
+        # A join side is broadcast when its Parquet is estimated under the threshold, but a filtered side
+        # of a large table is estimated at the whole table's compressed size, and as rows in the driver's
+        # heap it is many times that: 2,000,000 exchanges' partitions ran a 1.3 GB heap out of memory at
+        # Spark's 10 MB.
+        return {**split, "spark.sql.autoBroadcastJoinThreshold": str(1 << 20)}
     return {**split, "spark.sql.adaptive.enabled": "false", "spark.sql.codegen.wholeStage": "false",
             "spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.sql.autoBroadcastJoinThreshold": "-1"}
 

@@ -139,6 +139,16 @@ def test_kept_facts_are_checkpoints_for_a_spark_of_its_own_else_persisted_until_
 
 
 @pytest.mark.slow
+def test_a_spark_query_failing_is_one_line_not_a_traceback(decoded):
+    # A real failure Spark reports for a query (every table's result is bigger than the limit set).
+    proc = analyze(str(decoded), "--conf", "spark.driver.maxResultSize=1k")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("kdissect: Spark failed during the analysis: ") and "spark.driver.maxResultSize" in last, \
+        proc.stderr[-3000:]
+
+
+@pytest.mark.slow
 def test_python_m_analysis_job_prints_and_writes_csv(spark, decoded, tmp_path):
     from analysis import errors
     printed = io.StringIO()

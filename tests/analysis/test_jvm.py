@@ -20,7 +20,7 @@ def test_mid_inputs_keep_the_quick_compiler_with_a_parallel_collector_and_large_
 
 
 def test_the_heap_grows_with_the_input_up_to_half_the_machine() -> None:
-    assert jvm.driver_memory(72 << 20, physical=24 * GIB) == f"{1024 + 16 * 72}m"    # 2,000,000 exchanges
+    assert jvm.driver_memory(72 << 20, physical=24 * GIB) == f"{1024 + 3 * 72}m"    # 2,000,000 exchanges
     assert jvm.driver_memory(10 * GIB, physical=24 * GIB) == f"{12 * 1024}m"
     assert jvm.driver_memory(jvm.HEAP_FREE_INPUT + 1, physical=GIB) == "1024m"        # never below Spark's own
 
