@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from analysis.findings import brokers, clients, consumers, groups, payloads, producer
 from analysis.findings.config import Config, FindingsConfigError, load
-from analysis.findings.core import COLUMNS, FINDINGS, SEVERITIES, Inputs, Rule, client_partitions
+from analysis.findings.core import COLUMNS, FINDINGS, SEVERITIES, Inputs, Rule
 
 RULES: tuple[Rule, ...] = (producer.RULES + clients.RULES + consumers.RULES + groups.RULES + brokers.RULES
                            + payloads.RULES)
@@ -41,16 +41,16 @@ def severity_rank() -> F.Column:
 
 
 def prepared(inp: Inputs, keep: Callable[[DataFrame], DataFrame] | None = None) -> Inputs:
-    """The inputs with what several rules derive (Produce batches and those re-sent, partitions with their
-    client, the group apis' requests and the generations they formed) computed once and kept by Spark:
-    by ``keep`` (``Dataset.keep`` releases them with the dataset), else persisted for the session's life."""
+    """The inputs with what several rules derive (Produce batches and those re-sent, the group apis'
+    requests and the generations they formed) computed once and kept by Spark: by ``keep``
+    (``Dataset.keep`` releases them with the dataset), else persisted for the session's life. (The
+    partition rows the rules read are a filter of the dataset's Parquet: read again, they cost no more.)"""
     from dataclasses import replace
 
     from pyspark import StorageLevel
     keep = keep or (lambda df: df.persist(StorageLevel.MEMORY_AND_DISK))
     requested = keep(groups.group_requests(inp.exchanges))
     inp = replace(inp, produce=keep(producer.produce_batches(inp.exchanges)),
-                  partitions_with_client=keep(client_partitions(inp.partitions)),
                   group_requests=requested, generations=keep(groups.generations(requested)))
     return replace(inp, resent=keep(producer.resent_batches(inp)))
 

@@ -47,7 +47,6 @@ class Inputs:
     anomalies: DataFrame | None = None
     # Derived once and kept by Spark when several rules read them (see ``findings.prepared``).
     produce: DataFrame | None = None                 # producer.produce_batches(exchanges)
-    partitions_with_client: DataFrame | None = None  # client_partitions(partitions)
     group_requests: DataFrame | None = None          # groups.group_requests(exchanges)
     generations: DataFrame | None = None             # groups.generations(group_requests)
     resent: DataFrame | None = None                  # producer.resent_batches(inputs)
@@ -174,9 +173,7 @@ def client_partitions(partitions: DataFrame) -> DataFrame:
 
 
 def parts_with_client(inp: Inputs) -> DataFrame:
-    """``client_partitions(inp.partitions)``, the shared one when prepared."""
-    if inp.partitions_with_client is not None:
-        return inp.partitions_with_client
+    """``client_partitions(inp.partitions)``."""
     return client_partitions(inp.partitions)
 
 
