@@ -169,12 +169,14 @@ class Dataset:
 
         With ``checkpoint`` (a JVM of this command's own) it is a local checkpoint, computed at once: its
         rows stored as they are (in memory, or on disk for a large input), where Spark's cache first builds
-        compressed column batches of them, which cost more than the queries reading them saved. (Left to the
-        first query reading it, its tasks report metrics of a plan Spark may have forgotten by then, and
-        each such report is an error in the log.) A server that outlives the command persists it instead, which :meth:`release`
-        can free at once. It comes back as a temporary view of itself: the queries built on it then name it
-        instead of repeating its whole plan, which Spark would otherwise analyze again in every one of them
-        (and a Spark Connect client would send every time).
+        compressed column batches of them, which cost more than the queries reading them saved. (Left to
+        the first query reading it, its tasks report metrics of a plan Spark may have forgotten by then, and
+        each such report is an error in the log.) A server that outlives the command persists it instead,
+        which :meth:`release` can free at once.
+
+        It comes back as a temporary view of itself: the queries built on it then name it instead of
+        repeating its whole plan, which Spark would otherwise analyze again in every one of them (and a
+        Spark Connect client would send every time).
         """
         from pyspark import StorageLevel
         name = f"kdissect_{uuid.uuid4().hex}"

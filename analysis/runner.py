@@ -229,9 +229,10 @@ def workers(spark: Any) -> int:
 
 def prepare(spark: Any, request: Request, stats: Stats | None = None, own_jvm: bool = False) -> Any:
     """The datasets read and cut to the time range, exchanges parsed into facts and kept, the window chosen:
-    ``(dataset, options)``. One Spark job reads and parses everything and gives the capture's span and
-    what it holds (:func:`inventory`). ``own_jvm``: Spark runs for this command alone (not a server that
-    outlives it), so what it keeps can be local checkpoints (:meth:`analysis.dataset.Dataset.keep`)."""
+    ``(dataset, options)``. The facts are kept by one Spark job, and one small query over them gives the
+    capture's span and what it holds (:func:`inventory`). ``own_jvm``: Spark runs for this command alone
+    (not a server that outlives it), so what it keeps can be local checkpoints
+    (:meth:`analysis.dataset.Dataset.keep`)."""
     from analysis import dataset, session
 
     t0 = time.monotonic()
@@ -253,7 +254,7 @@ def prepare(spark: Any, request: Request, stats: Stats | None = None, own_jvm: b
 
 def inventory(ds: Any) -> tuple[Present, Any, Any]:
     """The apis, errors and throttled apis of the kept exchanges and partitions, and the capture's first and
-    last exchange time: one small query, which is also the one that reads, parses and keeps them."""
+    last exchange time: one small query (on a server, the one that also reads, parses and caches them)."""
     from pyspark.sql import functions as F
 
     ts = F.coalesce("request_ts", "response_ts")
