@@ -310,7 +310,7 @@ def _analyze(spark: Any, request: Request, jobs: Sequence[str],
     group = f"kdissect-{os.getpid()}-{id(stats):x}"
     session.in_thread(spark, "kdissect-main", group)()
     try:
-        ds, opts = prepare(spark, request, stats, own_jvm=running.own_jvm())
+        ds, opts = prepare(spark, request, stats, own_jvm=running.owned)
     except Exception as exc:
         running.check_alive(exc)
         failure = session.query_failure(exc)

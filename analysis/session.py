@@ -259,10 +259,7 @@ def _first_line(exc: BaseException) -> str:
 
 def query_failure(exc: BaseException) -> AnalysisError | None:
     """The one-line error for a Spark query that failed with ``exc``; None when ``exc`` is not Spark's."""
-    try:
-        from pyspark.errors import PySparkException
-    except ImportError:                         # an older pyspark's errors
-        PySparkException = ()                   # noqa: N806
+    from pyspark.errors import PySparkException
     if not (isinstance(exc, PySparkException) or type(exc).__name__ == "Py4JJavaError"):
         return None
     text = _first_line(exc)
@@ -309,16 +306,12 @@ class Spark:
     connect_mark: bool = False
     lost: bool = False      # the link to Spark broke during a command: stopping has nothing to ask
     # :func:`start` built this Spark for one command, which stops it (not a session handed in by a
-    # notebook, nor a Spark Connect server that outlives the command).
+    # notebook, nor a Spark Connect server that outlives the command): what it keeps needs no freeing.
     owned: bool = False
 
     def _jvm(self) -> subprocess.Popen | None:
         """The JVM process this process started, if it did."""
         return getattr(getattr(getattr(self.host, "sparkContext", None), "_gateway", None), "proc", None)
-
-    def own_jvm(self) -> bool:
-        """Spark runs for this command alone and ends with it: what it keeps needs no freeing."""
-        return self.owned
 
     def died(self) -> bool:
         """Whether the JVM this process started has exited (it ran out of memory, or was killed)."""
@@ -464,9 +457,8 @@ def conf_for_size(input_bytes: int) -> dict[str, str]:
     eleven row groups, in one task, so parsing its bodies used one core of two).
     Large inputs: only small join sides broadcast (below). Small inputs: no adaptive execution (it plans
     each shuffle stage as a job of its own, and re-plans after each: most of a tiny query's cost, for
-    nothing to adapt), and expressions interpreted rather
-    than compiled to Java (compiling each query's code costs more than running it on a few thousand
-    rows), and no broadcast joins (each broadcast is a Spark job of its own that collects, serializes and
+    nothing to adapt), and expressions interpreted rather than compiled to Java (compiling each query's
+    code costs more than running it on a few thousand rows), and no broadcast joins (each broadcast is a Spark job of its own that collects, serializes and
     ships a side of a few rows: a sort-merge join in the query's own stages costs less).
     """
     split = {"spark.sql.files.openCostInBytes": str(1 << 20)}
