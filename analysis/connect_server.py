@@ -24,7 +24,7 @@ from pathlib import Path
 
 from analysis import jvm
 from analysis.exceptions import AnalysisError, SparkUnavailable
-from analysis.session import CONNECT_PORT, FAIR_POOLS, LOG_CONFIG, LONG_RUNNING, check_java
+from analysis.session import CONNECT_PORT, FAIR_POOLS, LOG_CONFIG, LONG_RUNNING, SERVER_GC_INTERVAL, check_java
 
 CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 IDENT = "kdissect"  # spark-daemon.sh names its pid and log files after it
@@ -121,6 +121,8 @@ def start(host: str = "127.0.0.1", port: int = CONNECT_PORT, memory: str | None 
         "spark.connect.grpc.binding.address": host, "spark.connect.grpc.binding.port": str(port),
         "spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
         "spark.scheduler.mode": "FAIR", "spark.scheduler.allocation.file": FAIR_POOLS.as_uri(),
+        # Analyses then keep their frames as local checkpoints, freed by the next collection.
+        "spark.cleaner.periodicGC.interval": SERVER_GC_INTERVAL,
         **LONG_RUNNING, **(conf or {}),
     }
     argv = [str(_spark_home() / "sbin" / "start-connect-server.sh"), "--master", "local[*]",

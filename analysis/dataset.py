@@ -167,12 +167,13 @@ class Dataset:
     def keep(self, df: DataFrame) -> DataFrame:
         """``df`` kept until :meth:`release`: for a frame several tables read.
 
-        With ``checkpoint`` (a JVM of this command's own) it is a local checkpoint, computed at once: its
-        rows stored as they are (in memory, or on disk for a large input), where Spark's cache first builds
-        compressed column batches of them, which cost more than the queries reading them saved. (Left to
-        the first query reading it, its tasks report metrics of a plan Spark may have forgotten by then, and
-        each such report is an error in the log.) A server that outlives the command persists it instead,
-        which :meth:`release` can free at once.
+        With ``checkpoint`` (a JVM of this command's own, or a server that collects its garbage often) it is
+        a local checkpoint, computed at once: its rows stored as they are (in memory, or on disk for a large
+        input), where Spark's cache first builds compressed column batches of them, which cost more than the
+        queries reading them saved (and, on a server, compiles a class to read them back in every query).
+        (Left to the first query reading it, its tasks report metrics of a plan Spark may have forgotten by
+        then, and each such report is an error in the log.) Spark frees a checkpoint once its JVM has
+        collected it; any other server persists the frame instead, which :meth:`release` frees at once.
 
         It comes back as a temporary view of itself: the queries built on it then name it instead of
         repeating its whole plan, which Spark would otherwise analyze again in every one of them (and a
@@ -190,7 +191,7 @@ class Dataset:
 
     def release(self) -> None:
         """Drop every frame :meth:`keep` kept, and its view (without waiting for Spark to free the blocks; a
-        checkpoint's go with the JVM)."""
+        checkpoint's go at the JVM's next collection)."""
         while self.kept:
             kept, name = self.kept.pop()
             kept.sparkSession.catalog.dropTempView(name)

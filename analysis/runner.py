@@ -227,17 +227,17 @@ def workers(spark: Any) -> int:
     return max(2, min(8, 2 * cores))
 
 
-def prepare(spark: Any, request: Request, stats: Stats | None = None, own_jvm: bool = False) -> Any:
+def prepare(spark: Any, request: Request, stats: Stats | None = None, checkpoints: bool = False) -> Any:
     """The datasets read and cut to the time range, exchanges parsed into facts and kept, the window chosen:
     ``(dataset, options)``. The facts are kept by one Spark job, and one small query over them gives the
-    capture's span and what it holds (:func:`inventory`). ``own_jvm``: Spark runs for this command alone
-    (not a server that outlives it), so what it keeps can be local checkpoints
-    (:meth:`analysis.dataset.Dataset.keep`)."""
+    capture's span and what it holds (:func:`inventory`). ``checkpoints``: what the run keeps may be
+    local checkpoints, which Spark frees only when its JVM collects them: a JVM of this command's own, or
+    a server that collects its garbage often (:meth:`analysis.dataset.Dataset.keep`)."""
     from analysis import dataset, session
 
     t0 = time.monotonic()
     loaded = dataset.load(spark, request.datasets, request.since, request.until)
-    ds = dataset.cached(loaded, session.checkpoint_level(loaded.input_bytes) if own_jvm else None)
+    ds = dataset.cached(loaded, session.checkpoint_level(loaded.input_bytes) if checkpoints else None)
     session.size_shuffle(spark, ds.input_bytes, user_set="spark.sql.shuffle.partitions" in request.conf)
     present, first, last = inventory(ds)
     if stats:
@@ -310,7 +310,7 @@ def _analyze(spark: Any, request: Request, jobs: Sequence[str],
     group = f"kdissect-{os.getpid()}-{id(stats):x}"
     session.in_thread(spark, "kdissect-main", group)()
     try:
-        ds, opts = prepare(spark, request, stats, own_jvm=running.owned)
+        ds, opts = prepare(spark, request, stats, checkpoints=running.keeps_checkpoints())
     except Exception as exc:
         running.check_alive(exc)
         failure = session.query_failure(exc)

@@ -367,6 +367,12 @@ class Spark:
             return len(self.host.sparkContext.statusTracker().getJobIdsForGroup(None))
         return spark_jobs(self.session, group)
 
+    def keeps_checkpoints(self) -> bool:
+        """Whether an analysis may keep its frames as local checkpoints, which Spark frees only once its
+        JVM has collected them: in a JVM of this command's own, or on a server that collects often
+        (:func:`frees_checkpoints`)."""
+        return self.owned or (is_remote(self.session) and frees_checkpoints(self.session))
+
 
 def local_master(master: str | None) -> bool:
     return (master or os.environ.get("SPARK_MASTER", "local[*]")).startswith("local")
@@ -558,6 +564,29 @@ def _retry_briefly(session: Any) -> None:
         session.client.set_retry_policies([DefaultPolicy(**RETRY_POLICY)])
     except (ImportError, AttributeError, TypeError):  # another pyspark's client: its own retries
         pass
+
+
+# kdissect's own Spark Connect server collects its garbage this often (Spark's default: every 30 minutes).
+# An analysis' local checkpoints are freed only once the JVM has collected them (Spark's ContextCleaner),
+# so a server that collects often may hold them, and one that does not gets persisted frames, which
+# the analysis unpersists as it ends.
+SERVER_GC_INTERVAL = "1min"
+PROMPT_CLEANUP_S = 120
+_TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def frees_checkpoints(spark) -> bool:
+    """Whether the Spark Connect server behind ``spark`` frees an analysis' local checkpoints within
+    :data:`PROMPT_CLEANUP_S` of its end: its ``spark.cleaner.periodicGC.interval`` (a server-wide
+    setting; ``kdissect spark-server start`` sets it to :data:`SERVER_GC_INTERVAL`)."""
+    try:
+        text = spark.conf.get("spark.cleaner.periodicGC.interval", None)
+    except Exception:  # noqa: BLE001 - a server that will not say: assume Spark's default
+        return False
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", (text or "").lower())
+    if match is None or match.group(2) not in (*_TIME_UNITS, ""):
+        return False
+    return float(match.group(1)) * _TIME_UNITS.get(match.group(2), 1) <= PROMPT_CLEANUP_S
 
 
 def checkpoint_level(input_bytes: int) -> str:

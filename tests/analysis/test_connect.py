@@ -92,3 +92,24 @@ def test_the_environment_variable_works_as_remote_for_doctor_and_the_server_stat
     assert status.returncode == 0 and status.stdout.startswith("running (pid ")
     again = kdissect(env, "spark-server", "start", "--port", str(free_port()))
     assert again.returncode == 1 and "already running" in again.stderr and again.stderr.count("\n") == 1
+
+
+def test_a_kdissect_server_frees_checkpoints_so_analyses_on_it_keep_checkpoints(spark, server, dataset):
+    """kdissect's server collects its garbage every minute, which frees an analysis' local checkpoints:
+    analyses on it keep their frames as checkpoints (no columnar cache to build, no reader classes to
+    compile in every query); a Spark that collects only every 30 minutes (Spark's default) gets
+    persisted frames, which the analysis unpersists as it ends."""
+    from analysis import session
+    remote = session.start("kdissect-test-checkpoints", remote=server)
+    try:
+        assert session.frees_checkpoints(remote.session) and remote.keeps_checkpoints() and not remote.owned
+        ds, _ = runner.prepare(remote.session, runner.Request([str(dataset)]), checkpoints=True)
+        try:
+            assert ds.checkpoint == "MEMORY_AND_DISK_DESER" and ds.kept
+            assert ds.exchanges.count() == ds.kept[0][0].count() > 0
+        finally:
+            ds.release()
+        assert not ds.kept
+    finally:
+        remote.stop()
+    assert not session.frees_checkpoints(spark) and not session.Spark(spark).keeps_checkpoints()

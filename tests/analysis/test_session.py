@@ -1,5 +1,6 @@
 """(slow) Starting Spark: the JVM's start-up warning about the incubating Vector API is left out of
-stderr (it broke the progress line), and everything else the JVM writes there still arrives."""
+stderr (it broke the progress line), and everything else the JVM writes there still arrives. And which
+servers free an analysis' checkpoints promptly."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from analysis import session
 
 pytestmark = pytest.mark.slow
 
@@ -36,3 +39,21 @@ def test_the_jvm_start_warning_is_left_out_and_the_rest_of_its_stderr_kept() -> 
     assert ours.returncode == 0 and ours.stdout.strip() == "3", ours.stderr[-2000:]
     assert WARNING not in ours.stderr
     assert " INFO " in ours.stderr
+
+
+class _Conf:
+    def __init__(self, value):
+        self.value = value
+
+    def get(self, key, default=None):
+        assert key == "spark.cleaner.periodicGC.interval"
+        return default if self.value is None else self.value
+
+
+@pytest.mark.parametrize(("interval", "frees"), [
+    ("1min", True), ("30s", True), ("120", True), ("90000ms", True), ("2m", True),
+    ("3min", False), ("30min", False), ("1h", False), (None, False), ("soon", False)])
+def test_a_server_frees_checkpoints_when_it_collects_its_garbage_within_two_minutes(interval, frees):
+    """Spark's time strings (a bare number is seconds for this setting); unset is Spark's 30 minutes."""
+    server = type("Session", (), {"conf": _Conf(interval)})()
+    assert session.frees_checkpoints(server) is frees
