@@ -29,3 +29,16 @@ def test_a_servers_heap_is_a_quarter_of_the_machine_within_bounds() -> None:
     assert jvm.server_memory(physical=24 * GIB) == "6144m"
     assert jvm.server_memory(physical=2 * GIB) == "1024m"      # never below Spark's own 1 GiB
     assert jvm.server_memory(physical=256 * GIB) == "8192m"
+
+
+def test_a_server_maps_the_class_archive_an_analysis_wrote_and_never_writes_one(tmp_path, monkeypatch) -> None:
+    from analysis import connect_server, session
+    monkeypatch.setenv("KDISSECT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(jvm.CDS_ENV, raising=False)
+    assert connect_server._class_archive() == []          # none written yet: the server does not write it
+    java = session.java_command() or "java"
+    archive = jvm.ClassArchive(java, jvm.java_version(java))
+    archive.path.write_bytes(b"archive")
+    assert archive.ready() and connect_server._class_archive()[0] == f"-XX:SharedArchiveFile={archive.path}"
+    monkeypatch.setenv(jvm.CDS_ENV, "0")
+    assert connect_server._class_archive() == []
