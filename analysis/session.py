@@ -464,8 +464,9 @@ def conf_for_size(input_bytes: int) -> dict[str, str]:
     Large inputs: only small join sides broadcast (below). Small inputs: no adaptive execution (it plans
     each shuffle stage as a job of its own, and re-plans after each: most of a tiny query's cost, for
     nothing to adapt), and expressions interpreted rather than compiled to Java (compiling each query's
-    code costs more than running it on a few thousand rows), and no broadcast joins (each broadcast is a Spark job of its own that collects, serializes and
-    ships a side of a few rows: a sort-merge join in the query's own stages costs less).
+    code costs more than running it on a few thousand rows), and no broadcast joins (each broadcast is a
+    Spark job of its own that collects, serializes and ships a side of a few rows: a sort-merge join in
+    the query's own stages costs less).
     """
     split = {"spark.sql.files.openCostInBytes": str(1 << 20)}
     if input_bytes > jvm.SMALL_INPUT:

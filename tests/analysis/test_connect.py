@@ -103,7 +103,7 @@ def test_a_kdissect_server_frees_checkpoints_so_analyses_on_it_keep_checkpoints(
     remote = session.start("kdissect-test-checkpoints", remote=server)
     try:
         assert session.frees_checkpoints(remote.session) and remote.keeps_checkpoints() and not remote.owned
-        ds, _ = runner.prepare(remote.session, runner.Request([str(dataset)]), checkpoints=True)
+        ds, _ = runner.prepare(remote.session, runner.Request([str(dataset)]), checkpoints=remote.keeps_checkpoints())
         try:
             assert ds.checkpoint == "MEMORY_AND_DISK_DESER" and ds.kept
             assert ds.exchanges.count() == ds.kept[0][0].count() > 0
