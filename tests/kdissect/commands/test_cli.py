@@ -34,6 +34,16 @@ def test_help_teaches() -> None:
     assert p.returncode == 0 and "examples:" in p.stdout and "--records" in p.stdout
 
 
+def test_commands_that_read_no_capture_start_without_importing_capture() -> None:
+    """analyze, spark-server and --help need neither capture nor the dissector: their import was a sixth of
+    a second of every start."""
+    code = ("import sys; from kdissect.commands.cli import build_parser; build_parser('analyze'); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'capture', 'dissector'}))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert p.stdout.strip() == "[]", p.stdout
+
+
 def test_decode_prints_a_summary(tmp_path: Path) -> None:
     p = kd("decode", public("ntop__nDPI__kafka-2024-05-rdkafka.pcapng"),
            public("ntop__nDPI__kafka-2023-12-original.pcapng"), "-o", tmp_path / "out")

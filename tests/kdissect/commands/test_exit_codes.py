@@ -65,7 +65,7 @@ def test_a_ten_byte_file_and_a_file_that_is_no_capture_exit_3(tmp_path) -> None:
                                            "header; what could be read is in the dataset\n")
     notes = tmp_path / "notes.pcap"
     notes.write_text("these are my notes\n")
-    for argv in (["decode", notes, "-o", tmp_path / "out3"], ["show", notes], ["analyze", tmp_path]):
+    for argv in (["decode", notes, "-o", tmp_path / "out3"], ["show", notes], ["doctor", notes], ["analyze", tmp_path]):
         p = kd(*argv)
         assert p.returncode == 3 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, (argv, p.stderr)
 
