@@ -536,7 +536,7 @@ class _NotRaised(Exception):
 
 def capture_error() -> type[Exception]:
     """capture's error class once a command has imported capture. Importing capture only to name its
-    error cost analyze, spark-server and --help 0.16 s of every start."""
+    error cost analyze, spark-server and --help 0.13 s of every start."""
     module = sys.modules.get("capture.errors")
     return module.CaptureError if module is not None else _NotRaised
 
