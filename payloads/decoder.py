@@ -17,11 +17,14 @@ from payloads.store import LearnedStore, SchemaStore, Stores
 
 # What decode() returns: (schema id, schema GUID, format, decoded JSON, problem). A problem is
 # (kind, text): kind "unknown" (framed, no schema known), "mismatch" (the value does not decode
-# with its schema) or "schema" (its schema does not compile, or a library is missing).
+# with its schema, or is past a budget of payloads.limits), "schema" (its schema does not compile, or
+# a library is missing) or "error" (decoding it raised what no decoder should: contained to that value).
 Result = tuple[int | None, str | None, str | None, bytes | None, tuple[str, str] | None]
 _NULL: Result = (None, None, None, None, None)
 MEMO_ENTRIES = 4096       # decoded keys and values kept (see PayloadDecoder.decode)
-MEMO_BYTES = 2048         # ... of at most this many bytes each: at most ~8 MiB of them, and their JSON
+MEMO_BYTES = 2048         # ... of at most this many bytes each, whose JSON is at most 4 times that (a few bytes of
+                          # Avro nulls render as 300 KB): at most ~40 MiB in all
+MAX_UNKNOWN = 4096        # unknown schema ids and GUIDs kept (see PayloadDecoder.unknown)
 _STABLE = frozenset(("text", "binary"))     # unframed formats whose answer no schema learned later changes
 
 
@@ -37,7 +40,9 @@ class PayloadDecoder:
         self._stores = Stores([s for s in (store, self.learned) if s is not None])
         self._compiled: dict[int, Any] = {}      # id(schema) -> decoder, or the PayloadError it raised
         self._memo: dict[Any, Result] = {}
-        self.unknown: set[int | str] = set()     # ids and GUIDs seen framing a value, with no schema known
+        # Ids and GUIDs seen framing a value with no schema known (the first MAX_UNKNOWN: anyone producing
+        # to a topic picks them, and what is asked of the set is mostly whether it is empty).
+        self.unknown: set[int | str] = set()
         self._fast: dict[int, tuple[int, str, Any]] = {}   # id -> (id, format, decoder): prefixed ids seen
 
     @property
@@ -46,8 +51,14 @@ class PayloadDecoder:
         return self.store is not None or self.learned.any_known()
 
     def learn(self, key: bytes | None, value: bytes | None) -> Schema | None:
-        """A ``_schemas`` record: the schema it registers, if new (see :meth:`LearnedStore.learn`)."""
-        return self.learned.learn(key, value)
+        """A ``_schemas`` record: the schema it registers, if new (see :meth:`LearnedStore.learn`).
+        SchemaError for one that does not read, whatever went wrong reading it."""
+        try:
+            return self.learned.learn(key, value)
+        except PayloadError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - anyone can write to _schemas: its records are input too
+            raise SchemaError(f"reading it raised {_raised(exc)}") from None
 
     def resolve(self, ref: Reference) -> Schema:
         s = self._stores.by_subject(ref.subject, ref.version)
@@ -93,8 +104,14 @@ class PayloadDecoder:
         found = memo.get(key)
         if found is not None:
             return found
-        result = self._decode(data, header)
-        if result[4] is None and len(data) <= MEMO_BYTES and (result[3] is not None or (result[2] in _STABLE and data[:1] != b"\x01")):
+        try:
+            result = self._decode(data, header)
+        except Exception as exc:  # noqa: BLE001 - whatever one value does to a decoder costs that value alone
+            return None, None, None, None, ("error", f"decoding raised {_raised(exc)}")
+        decoded = result[3]
+        if result[4] is None and len(data) <= MEMO_BYTES and (header is None or len(header) <= 64) and (
+                (decoded is not None and len(decoded) <= 4 * MEMO_BYTES)
+                or (decoded is None and result[2] in _STABLE and data[:1] != b"\x01")):
             if len(memo) >= MEMO_ENTRIES:
                 memo.clear()
             memo[key] = result
@@ -127,7 +144,7 @@ class PayloadDecoder:
             source, start = data, at
         schema = stores.by_guid(guid) if guid is not None else stores.by_id(sid)  # type: ignore[arg-type]
         if schema is None:
-            self.unknown.add(sid if sid is not None else guid)
+            self.note_unknown(sid if sid is not None else guid)  # type: ignore[arg-type]
             if not self.active:
                 return sid, guid, None, None, None
             named = f"schema id {sid}" if sid is not None else f"schema GUID {guid}"
@@ -154,9 +171,25 @@ class PayloadDecoder:
             named = f"schema {sid}" if sid is not None else f"schema {guid}"
             return sid, guid, fmt, None, ("schema", f"{named} ({fmt}) not usable: {exc}")
 
+    def note_unknown(self, key: int | str) -> None:
+        if len(self.unknown) < MAX_UNKNOWN:
+            self.unknown.add(key)
+
+    @staticmethod
+    def failed(problem: tuple[str, str] | None) -> bool:
+        """Whether a problem is a value that did not decode (its raw bytes are worth keeping), rather
+        than one whose schema is simply not known."""
+        return problem is not None and problem[0] != "unknown"
+
     def _why_unknown(self, key: object) -> str:
         for s in self._stores.stores:
             error = getattr(s, "errors", {}).get(key)
             if error:
                 return f" ({error})"
         return " (not in the schemas given, nor learned from the capture's _schemas records)"
+
+
+def _raised(exc: BaseException) -> str:
+    """An exception as one short line: its type and the start of its message."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__

@@ -22,6 +22,7 @@ import uuid
 import orjson
 
 from payloads.errors import ValueMismatch
+from payloads.limits import json_dumps
 
 KEY_HEADER = "__key_schema_id"
 VALUE_HEADER = "__value_schema_id"
@@ -85,6 +86,8 @@ def message_indexes(buf: bytes, pos: int) -> tuple[list[int], int]:
         return [0], pos
     if count < 0 or count > MAX_INDEXES:
         raise ValueMismatch(f"message index count {count} out of range")
+    if count > len(buf) - pos:                  # each index takes a byte at least
+        raise ValueMismatch(f"message index count {count} past the {len(buf) - pos} bytes left")
     out = []
     for _ in range(count):
         index, pos = _varint(buf, pos)
@@ -97,13 +100,20 @@ def message_indexes(buf: bytes, pos: int) -> tuple[list[int], int]:
 def unframed_json(data: bytes, want: bool = True) -> tuple[str, bytes | None]:
     """An unframed value's format — ``json-text`` (a whole JSON document), ``text`` (other UTF-8
     without control characters but tab and line ends) or ``binary`` — and, for JSON, the value as
-    compact JSON text (when ``want``)."""
+    compact JSON text (when ``want``; None for JSON nested past :data:`payloads.limits.MAX_DEPTH`,
+    which is not rendered). Never raises: its caller has no schema to blame."""
     if data and data[0] in _JSON_START:
         try:
             value = orjson.loads(data)
-            return "json-text", orjson.dumps(value) if want else None
         except orjson.JSONDecodeError:
-            pass
+            pass                                   # not JSON, or JSON past orjson's 1024 levels: as text
+        else:
+            if not want:
+                return "json-text", None
+            try:
+                return "json-text", json_dumps(value, data)
+            except (ValueMismatch, TypeError):
+                return "json-text", None
     if len(data.translate(None, _CONTROL)) != len(data):
         return "binary", None
     if data.isascii():
@@ -117,4 +127,4 @@ def unframed_json(data: bytes, want: bool = True) -> tuple[str, bytes | None]:
 
 def unframed_format(data: bytes) -> str:
     """See :func:`unframed_json`."""
-    return unframed_json(data)[0]
+    return unframed_json(data, False)[0]

@@ -1,7 +1,12 @@
 """A schema as a Schema Registry serves it: its text, type, references and identity.
 
 Read from the registry's own JSON (``GET /schemas/ids/{id}``, ``GET /subjects/{s}/versions/{v}``),
-from plain schema files, or from the records a registry keeps in its ``_schemas`` topic.
+from plain schema files, or from the records a registry keeps in its ``_schemas`` topic. Whichever
+way, a schema longer than :data:`payloads.limits.MAX_SCHEMA_BYTES`, or JSON not of the registry's
+shape, is a SchemaError as it is read: anyone who can produce to ``_schemas`` writes schemas. The
+other budgets of a schema (:func:`payloads.limits.check_schema_text`) are its compiler's to hold (a
+schema past them is known, and not usable: the values naming it say why), and the schema files'
+and the registry's to hold as they are read.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from typing import Any
 import orjson
 
 from payloads.errors import SchemaError
+from payloads.limits import MAX_SCHEMA_REFERENCES, check_schema_size
 
 FORMATS = {"AVRO": "avro", "PROTOBUF": "protobuf", "JSON": "json"}
 TYPES = {v: k for k, v in FORMATS.items()}
@@ -55,25 +61,50 @@ class Schema:
 
 
 def from_registry_json(obj: Any, schema_id: int | None = None, guid: str | None = None) -> Schema:
-    """A schema from the registry's JSON; ``schema_id``/``guid`` when the JSON does not carry them."""
+    """A schema from the registry's JSON; ``schema_id``/``guid`` when the JSON does not carry them.
+    SchemaError for JSON of another shape, or schema text past :data:`~payloads.limits.MAX_SCHEMA_BYTES`."""
     if not isinstance(obj, dict) or not isinstance(obj.get("schema"), str):
         raise SchemaError("not a Schema Registry schema (a JSON object with a \"schema\" string)")
     kind = obj.get("schemaType") or "AVRO"        # the registry leaves it out for Avro
-    fmt = FORMATS.get(str(kind).upper())
+    fmt = FORMATS.get(kind.upper()) if isinstance(kind, str) else None
     if fmt is None:
-        raise SchemaError(f"schemaType {kind!r} is not AVRO, PROTOBUF or JSON")
+        raise SchemaError(f"schemaType {_short(kind)} is not AVRO, PROTOBUF or JSON")
+    listed = obj.get("references")
+    listed = [] if listed is None else listed
+    if not isinstance(listed, list):
+        raise SchemaError(f"references {_short(listed)}: not a list")
+    if len(listed) > MAX_SCHEMA_REFERENCES:
+        raise SchemaError(f"{len(listed)} references, past the limit of {MAX_SCHEMA_REFERENCES}")
     refs = []
-    for r in obj.get("references") or ():
+    for r in listed:
         try:
-            refs.append(Reference(str(r["name"]), str(r["subject"]), int(r["version"])))
+            if not (isinstance(r["name"], str) and isinstance(r["subject"], str)) or isinstance(r["version"], bool):
+                raise TypeError
+            refs.append(Reference(r["name"], r["subject"], int(r["version"])))
         except (KeyError, TypeError, ValueError):
-            raise SchemaError(f"reference {r!r}: needs name, subject and version") from None
+            raise SchemaError(f"reference {_short(r)}: needs name, subject and version") from None
+    check_schema_size(obj["schema"])
     sid = obj.get("id", schema_id)
     version = obj.get("version")
-    return Schema(fmt, obj["schema"], tuple(refs), int(sid) if isinstance(sid, int) else schema_id,
-                  str(obj.get("guid") or guid) if (obj.get("guid") or guid) else None,
+    found = obj.get("guid")
+    return Schema(fmt, obj["schema"], tuple(refs), _int(sid) if _int(sid) is not None else schema_id,
+                  found if isinstance(found, str) and found else guid,
                   obj.get("subject") if isinstance(obj.get("subject"), str) else None,
-                  version if isinstance(version, int) else None)
+                  _int(version))
+
+
+def _int(value: Any) -> int | None:
+    """An id or version: a Java int (not a bool, a float or a number past 2^31)."""
+    return value if type(value) is int and -(1 << 31) <= value < 1 << 31 else None
+
+
+def _short(value: Any) -> str:
+    """``value`` in a message: its JSON, cut to 100 characters (any value, however deep or long)."""
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        return f"(a {type(value).__name__} nested too deep to show)"
+    return text if len(text) <= 100 else text[:97] + "..."
 
 
 def from_schemas_record(key: bytes | None, value: bytes | None) -> Schema | None:
@@ -91,7 +122,7 @@ def from_schemas_record(key: bytes | None, value: bytes | None) -> Schema | None
         v = orjson.loads(value)
     except orjson.JSONDecodeError:
         raise SchemaError("a SCHEMA record of _schemas whose value is not JSON") from None
-    if not isinstance(v, dict) or not isinstance(v.get("id"), int):
+    if not isinstance(v, dict) or _int(v.get("id")) is None:
         raise SchemaError("a SCHEMA record of _schemas without an id")
     return from_registry_json(v)
 

@@ -16,6 +16,7 @@ from typing import Protocol
 import orjson
 
 from payloads.errors import SchemaError
+from payloads.limits import MAX_LEARNED_BYTES, MAX_SCHEMA_BYTES, check_schema_text
 from payloads.schema import Schema, from_registry_json, from_schemas_record
 
 
@@ -56,10 +57,17 @@ class _Index:
 def read_schema_file(path: Path) -> Schema:
     """One file of a schemas folder: the registry's JSON (``{id}.json``, ``{guid}.json``, or any
     ``*.json`` with an ``id``), or the plain text of one schema (``{id}.avsc``, ``{id}.proto``,
-    ``{id}.schema.json``), its id taken from the file name."""
+    ``{id}.schema.json``), its id taken from the file name. SchemaError for a file past the budgets of
+    :mod:`payloads.limits` (read no further than they allow)."""
     name = path.name
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            raw = f.read(4 * MAX_SCHEMA_BYTES + 1)      # registry JSON escapes: 4 bytes a character at most
+        if len(raw) > 4 * MAX_SCHEMA_BYTES:
+            raise SchemaError(f"{path}: more than {4 * MAX_SCHEMA_BYTES} bytes, past the limit of a schema")
+        text = raw.decode("utf-8")
+        if "\r" in text:                                 # as read_text() reads it: universal newlines
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
     except (OSError, UnicodeDecodeError) as exc:
         raise SchemaError(f"{path}: cannot read: {exc}") from None
     for suffix, fmt in ((".schema.json", "json"), (".avsc", "avro"), (".proto", "protobuf")):
@@ -68,6 +76,10 @@ def read_schema_file(path: Path) -> Schema:
             schema_id, guid = _identity(stem)
             if schema_id is None and guid is None:
                 raise SchemaError(f"{path}: name it by the schema id ({{id}}{suffix}) or GUID")
+            try:
+                check_schema_text(fmt, text)
+            except SchemaError as exc:
+                raise SchemaError(f"{path}: {exc}") from None
             return Schema(fmt, text, (), schema_id, guid)
     if name.endswith(".json"):
         schema_id, guid = _identity(name[:-5])
@@ -77,6 +89,7 @@ def read_schema_file(path: Path) -> Schema:
             raise SchemaError(f"{path}: not JSON: {exc}") from None
         try:
             s = from_registry_json(obj, schema_id, guid)
+            check_schema_text(s.format, s.text)
         except SchemaError as exc:
             raise SchemaError(f"{path}: {exc}") from None
         if s.schema_id is None and s.guid is None and s.subject is None:
@@ -128,15 +141,23 @@ class LearnedStore(_Index):
         self.clock = clock or (lambda: 0)
         self.learned: list[tuple[int, Schema]] = []      # (clock, schema), what this store saw itself
         self._from: dict[int, int] = {}                  # id(schema) of a preloaded one -> its date
+        self.learned_bytes = 0                           # text of the schemas learned here
 
     def learn(self, key: bytes | None, value: bytes | None) -> Schema | None:
-        """Take a ``_schemas`` record; the schema it registers, if new. SchemaError if malformed."""
+        """Take a ``_schemas`` record; the schema it registers, if new. SchemaError if malformed, longer
+        than :data:`~payloads.limits.MAX_SCHEMA_BYTES`, or past :data:`~payloads.limits.MAX_LEARNED_BYTES`
+        of schemas learned. A schema past its other budgets (nested too deep, too many fields) is
+        learned: compiling it fails, and each value naming it says so."""
         s = from_schemas_record(key, value)
         if s is None:
             return None
         known = self.ids.get(s.schema_id)  # type: ignore[arg-type]
         if known is not None and id(known) not in self._from:
             return None                                  # seen again (the registry reads what it wrote)
+        if self.learned_bytes + len(s.text) > MAX_LEARNED_BYTES:
+            raise SchemaError(f"schema {s.schema_id} not learned: the capture's _schemas records hold more than "
+                              f"{MAX_LEARNED_BYTES} characters of schemas")
+        self.learned_bytes += len(s.text)
         self.add(s)
         self.learned.append((self.clock(), s))
         return s

@@ -214,8 +214,8 @@ def _export_schemas(sr, out: Path) -> None:
             rs = sr.get_version(subject, version)
             s = rs.schema
             text = s.schema_str
-            if s.schema_type == "PROTOBUF":
-                text = PROTO
+            if s.schema_type == "PROTOBUF" and "syntax" not in text:
+                text = PROTO             # the serializer's base64 descriptor of PROTO
             doc = {"subject": subject, "version": version, "id": rs.schema_id, "guid": rs.guid,
                    "schemaType": s.schema_type or "AVRO",
                    "references": [{"name": r.name, "subject": r.subject, "version": r.version}
@@ -439,6 +439,135 @@ def sc_bad_values(bs: str, out: Path, truth: Truth) -> None:
     _export_schemas(sr, out)
 
 
+# -- hostile values: what anyone who can produce to a topic can send ----------------------------
+
+NODE = {"type": "record", "name": "Node", "namespace": "kd.hostile",
+        "fields": [{"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}]}
+BLANKS = {"type": "record", "name": "Blanks", "namespace": "kd.hostile",
+          "fields": [{"name": "blanks", "type": {"type": "array", "items": "null"}}]}
+TREE_PROTO = """\
+syntax = "proto3";
+package kd.hostile;
+
+message Tree {
+  int32 v = 1;
+  Tree child = 2;
+}
+"""
+
+
+def _tree_bytes(depth: int) -> bytes:
+    """A Tree message nested ``depth`` deep, as Protobuf's wire format writes it (field 2, length-delimited)."""
+    def varint(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            b, n = n & 0x7F, n >> 7
+            out.append(b | (0x80 if n else 0))
+            if not n:
+                return bytes(out)
+    inner = b"\x08\x01"                       # v = 1
+    for _ in range(depth):
+        inner = b"\x08\x01\x12" + varint(len(inner)) + inner
+    return inner
+
+
+def _hostile_schemas(first_id: int) -> list[tuple[int, str, str, str]]:
+    """(id, schemaType, schema text, what is wrong with it) of the SCHEMA records a hostile client writes
+    into ``_schemas``."""
+    deep: object = "int"
+    for _ in range(300):
+        deep = {"type": "array", "items": deep}
+    wide = {"type": "record", "name": "Wide", "fields": [{"name": f"f{i}", "type": "int"} for i in range(20_000)]}
+    endless = {"type": "record", "name": "Endless", "fields": [{"name": "again", "type": "Endless"}]}
+    return [(first_id, "AVRO", json.dumps(deep), "nested 600 levels deep"),
+            (first_id + 1, "AVRO", json.dumps(endless), "a record that contains itself on every path"),
+            (first_id + 2, "AVRO", json.dumps(wide), "20,000 fields"),
+            (first_id + 3, "AVRO", "{\"type\": \"record\", \"name\": ", "not JSON"),
+            (first_id + 4, "PROTOBUF", "syntax = \"proto3\";\nmessage Broken {\n  int32 = ;\n", "protoc rejects it")]
+
+
+def sc_hostile_values(bs: str, out: Path, truth: Truth) -> None:
+    """Well-formed values beside hostile ones on the same topics, the hostile ones written by a client
+    producing bytes itself: an Avro value of a recursive schema nested 150,000 deep (it took a decoder
+    down with SIGSEGV), blocks of nulls claiming 2^40 items and 100 x 60,000, a Protobuf message nested
+    3,000 deep, JSON nested 300 (past what a JSON writer renders) and 100,000 deep, and ``_schemas``
+    records whose schemas are hostile, with values naming them."""
+    import hashlib
+
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import StringSerializer
+    sr = _registry()
+    node_id = sr.register_schema("nodes-value", _schema_obj(NODE))
+    blanks_id = sr.register_schema("blanks-value", _schema_obj(BLANKS))
+    tree_id = sr.register_schema("trees-value", Schema(TREE_PROTO, "PROTOBUF"))
+    event_id = sr.register_schema("events-value", Schema(json.dumps(EVENT_SCHEMA), "JSON"))
+
+    def framed(sid: int, body: bytes) -> bytes:
+        return b"\x00" + sid.to_bytes(4, "big") + body
+
+    good = "kd-good"
+    nodes = _serializing_producer(bs, good, "none", StringSerializer("utf_8"), AvroSerializer(sr, json.dumps(NODE)))
+    events = _serializing_producer(bs, good + "-json", "none", StringSerializer("utf_8"),
+                                   JSONSerializer(json.dumps(EVENT_SCHEMA), sr))
+    plain = Producer({"bootstrap.servers": bs, "client.id": good + "-raw", "linger.ms": 50})
+
+    def good_values(start: int) -> None:
+        for i in range(start, start + 2):
+            chain = None
+            for j in range(i % 3 + 1):
+                chain = {"v": j, "next": chain}
+            nodes.produce("nodes", key=f"node-{i}", value=chain, on_delivery=truth.delivered(good, f"node-{i}", chain))
+            k, v = f"user-{i}", event(i)
+            events.produce("events", key=k, value=v, on_delivery=truth.delivered(good + "-json", k, v))
+            blanks = {"blanks": [None] * i}
+            plain.produce("blanks", key=f"blanks-{i}".encode(), value=framed(blanks_id, bytes([i * 2]) + (b"\x00" if i else b"")),
+                          on_delivery=truth.delivered(good + "-raw", f"blanks-{i}", blanks))
+            tree = {"v": 1, "child": {"v": 1}} if i % 2 else {"v": 1}
+            plain.produce("trees", key=f"tree-{i}".encode(), value=framed(tree_id, b"\x00" + _tree_bytes(i % 2)),
+                          on_delivery=truth.delivered(good + "-raw", f"tree-{i}", tree))
+        nodes.flush(30)
+        events.flush(30)
+        plain.flush(30)
+
+    good_values(0)
+    cid = "kd-hostile"
+    raw = Producer({"bootstrap.servers": bs, "client.id": cid, "linger.ms": 50, "message.max.bytes": 2_000_000})
+    store = Producer({"bootstrap.servers": bs, "client.id": "kd-registry", "acks": "all"})
+    hostile_schemas = _hostile_schemas(900)
+    for sid, kind, text, _what in hostile_schemas:
+        key = {"keytype": "SCHEMA", "subject": f"learned-{sid}-value", "version": 1, "magic": 1}
+        value = {"subject": f"learned-{sid}-value", "version": 1, "id": sid, "schemaType": kind, "schema": text,
+                 "deleted": False}
+        store.produce("_schemas", key=json.dumps(key).encode(), value=json.dumps(value).encode())
+    store.flush(30)
+    hostile = [("nodes", b"deep", framed(node_id, b"\x00\x02" * 150_000 + b"\x00\x00"), "nested 150,000 deep"),
+               ("blanks", b"blanks-wild", framed(blanks_id, bytes([0x80, 0x80, 0x80, 0x80, 0x80, 0x40, 0x00])),
+                "a block of 2^40 nulls"),
+               ("blanks", b"blanks-many", framed(blanks_id, bytes([0xC0, 0xA9, 0x07]) * 100 + b"\x00"),
+                "100 blocks of 60,000 nulls"),
+               ("trees", b"tree-deep", framed(tree_id, b"\x00" + _tree_bytes(3000)), "a message nested 3,000 deep"),
+               ("events", b"json-300", framed(event_id, b"[" * 300 + b"]" * 300), "JSON nested 300 deep"),
+               ("events", b"json-deep", framed(event_id, b"[" * 100_000), "JSON nested 100,000 deep, cut"),
+               ("nodes", b"cut", framed(node_id, b"\x00\x02\x00"), "cut short")]
+    hostile += [("learned", f"learned-{sid}".encode(), framed(sid, b"\x00\x00"), f"its schema: {what}")
+                for sid, _kind, _text, what in hostile_schemas]
+    for topic, k, v, what in hostile:
+        cb = truth.delivered(cid, k.decode(), {"$sha256": hashlib.sha256(v).hexdigest(), "$size": len(v)})
+
+        def noted(err, msg, cb=cb, what=what) -> None:
+            cb(err, msg)
+            truth.records[-1]["expect"] = what
+        raw.produce(topic, key=k, value=v, on_delivery=noted)
+    raw.flush(30)
+    good_values(2)
+    topics = ["nodes", "blanks", "trees", "events", "learned", "_schemas"]
+    _consume(bs, topics, len(truth.records) + len(hostile_schemas), "kd-hostile-readers", truth, timeout=60)
+    _export_schemas(sr, out)
+
+
 def _schema_obj(schema: dict):
     from confluent_kafka.schema_registry import Schema
     return Schema(json.dumps(schema), "AVRO")
@@ -451,6 +580,7 @@ SCENARIOS = {
     "mixed-json": sc_mixed,
     "schemas-topic": sc_schemas_topic,
     "bad-values": sc_bad_values,
+    "hostile-values": sc_hostile_values,
 }
 
 

@@ -35,6 +35,7 @@ class PayloadColumns:
         (self._kid, self._vid, self._kguid, self._vguid, self._kfmt, self._vfmt, self._kdec,
          self._vdec) = cols
         self._problems: dict[tuple[str, str, str], list] = {}   # (side, kind, text) -> [first, count, last]
+        self.failed = 0          # of the last record: 1 its key, 2 its value did not decode (raw bytes kept)
         self._formats: dict[bytes, str] = {}      # unframed keys and values -> format (framing only)
         self._plain = self._framing_only()
 
@@ -52,7 +53,7 @@ class PayloadColumns:
         if n >= 5 and data[0] == 0:
             sid = (data[1] << 24) | (data[2] << 16) | (data[3] << 8) | data[4]
             if 0 < sid < MAX_ID:
-                self.decoder.unknown.add(sid)
+                self.decoder.note_unknown(sid)
                 return sid, None
         elif n >= 17 and data[0] == 1:
             return None, "binary"               # a GUID no schema can name here: not framing
@@ -77,6 +78,7 @@ class PayloadColumns:
                 elif name == KEY_HEADER:
                     kh = hv
         dec = self.decoder
+        self.failed = 0
         if self._plain and kh is None and vh is None:
             kid, kfmt = self._frame(key)
             vid, vfmt = self._frame(value)
@@ -103,8 +105,12 @@ class PayloadColumns:
         self._vdec.append(vdec)
         if kproblem is not None:
             self._note("key", kproblem, offset)
+            if dec.failed(kproblem):
+                self.failed = 1
         if vproblem is not None:
             self._note("value", vproblem, offset)
+            if dec.failed(vproblem):
+                self.failed |= 2
         if topic == SCHEMAS_TOPIC:
             self._learn(key, value, offset)
         return (len(kdec) if kdec is not None else 0) + (len(vdec) if vdec is not None else 0)

@@ -607,6 +607,8 @@ class RowBuilder:
                     a_control.append(control)
                     if pay is not None:
                         nbytes += pay.record(key, value, rec.headers if v2 else (), tname, rec.offset)
+                        if pay.failed and not keep:
+                            nbytes += _keep_failed(pay.failed, key, value, a_key_bytes, a_value_bytes)
                     n += 1
             except Exception as exc:  # noqa: BLE001  (a bug in one batch's rows costs that batch alone)
                 for col in self.cols["records"]:     # the payload columns too
@@ -669,6 +671,8 @@ class RowBuilder:
                 a_control.append(False)
                 if self._pay is not None:
                     nbytes += self._pay.record(None, m.payload, (), tname, m.offset)
+                    if self._pay.failed and not keep:
+                        nbytes += _keep_failed(self._pay.failed, None, m.payload, a_key_bytes, a_value_bytes)
                 n += 1
         if self._pay is not None:
             problems += self._pay.problems()
@@ -692,6 +696,19 @@ class RowBuilder:
         a_direction.append(direction)
         a_detail.append(detail)
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
+
+
+def _keep_failed(failed: int, key: bytes | None, value: bytes | None, key_bytes: list, value_bytes: list) -> int:
+    """Keep the raw bytes of a key or value that did not decode (``failed``: 1 key, 2 value), without
+    ``--record-bytes`` too: what a hostile or damaged value was stays in the dataset beside its anomaly."""
+    n = 0
+    if failed & 1 and key is not None:
+        key_bytes[-1] = key
+        n += len(key)
+    if failed & 2 and value is not None:
+        value_bytes[-1] = value
+        n += len(value)
+    return n
 
 
 def _plan_key(api_key: int, kind: str, version: int) -> int:

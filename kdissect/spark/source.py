@@ -46,10 +46,11 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from capture.shard import Share
 
 from kdissect.dataset.writer import TABLES, prepare_outdir
-from kdissect.errors import KdissectError
+from kdissect.errors import DamagedInput, KdissectError
 from kdissect.run.parallel import decode_share, discard, finish_capture, share_name
 from kdissect.run.source import DecodeOptions, keylog_files, ports_option
-from kdissect.spark.tasks import Task, expand_captures, not_a_capture_table, plan, shares_by_size, spark_schema
+from kdissect.spark.tasks import (Task, exception_line, expand_captures, not_a_capture_table, plan, shares_by_size,
+                                  spark_schema)
 
 NAME = "kafka-pcap"
 
@@ -128,6 +129,8 @@ class KafkaPcapReader(DataSourceReader):
         tmp = tempfile.mkdtemp(prefix="kdissect-spark-")
         try:
             yield from _decode_task(task, self.table, self.decode, tmp)
+        except Exception as exc:        # the one line the query's error ends with: capture, share, cause
+            raise task.failed(exception_line(exc)) from exc
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -140,7 +143,7 @@ def _decode_task(task: Task, table: str, options: DecodeOptions, tmp: str) -> It
     share = Share(task.index, task.count)
     try:
         mine = decode_share(task.paths, out, share, options, stem=task.stem)
-    except KdissectError as exc:             # not a capture: one anomaly row (share 0 reports it)
+    except DamagedInput as exc:              # not a capture: one anomaly row (share 0 reports it)
         if table == "anomalies" and task.index == 0:
             yield from not_a_capture_table(_name(task.path), str(exc)).to_batches()
         return

@@ -54,6 +54,22 @@ class Task:
         """The capture's (first) file, which names it."""
         return self.paths[0]
 
+    def failed(self, cause: str) -> TaskFailed:
+        """The one line saying this task failed: its capture, its share and ``cause`` (``XError: message``)."""
+        return TaskFailed(f"the Spark task decoding {self.path} (share {self.index + 1} of {self.count}) "
+                          f"failed: {cause}")
+
+
+class TaskFailed(KdissectError):
+    """A task that raised, with what the line must name. Raised in the task, it ends the Python
+    traceback Spark hands the driver (``...TaskFailed: <message>``), where it is found again."""
+
+
+def exception_line(exc: BaseException) -> str:
+    """``XError: message`` of ``exc``, on one line."""
+    message = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
 
 def expand_inputs(inputs: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Files, directories (searched for captures) and glob patterns -> capture files, in a stable order.
@@ -77,9 +93,14 @@ def expand_inputs(inputs: Iterable[str | os.PathLike[str]]) -> list[Path]:
 
 def expand_captures(inputs: Iterable[str | os.PathLike[str]], rotated: bool = True,
                     probe_all: Callable[[list[Path]], Iterable[Any]] | None = None) -> list[Capture]:
-    """:func:`expand_inputs`, grouped into captures (rotated sets together unless ``rotated`` is false);
+    """:func:`expand_inputs`, grouped into captures (:func:`group_captures`)."""
+    return group_captures(expand_inputs(inputs), rotated, probe_all)
+
+
+def group_captures(files: list[Path], rotated: bool = True,
+                   probe_all: Callable[[list[Path]], Iterable[Any]] | None = None) -> list[Capture]:
+    """Capture files grouped into captures (rotated sets together unless ``rotated`` is false);
     ``probe_all``: how the files that may continue one another are looked at (see ``capture_sets``)."""
-    files = expand_inputs(inputs)
     return capture_sets(files, probe_all=probe_all) if rotated else [(f,) for f in files]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
 import json
 import os
 import shutil
@@ -57,9 +58,10 @@ def decode(out: Path, pcap: Path, *args: str) -> None:
     assert main(["decode", str(pcap), "-o", str(out), "-q", "-j", "1", "--record-bytes", *args]) == 0
 
 
-def check_truth(rows: list[dict], truth: dict, key_format: str) -> dict[str, int]:
+def check_truth(rows: list[dict], truth: dict, key_format: str, keys: bool = True) -> dict[str, int]:
     """Every record of the truth's topics decodes to its producer's input: Fetch responses by offset,
-    Produce requests as the same values per topic. Returns the decoded records per direction."""
+    Produce requests as the same values per topic (``keys``: their keys too, from the kept bytes).
+    Returns the decoded records per direction."""
     want = {(r["topic"], r["partition"], r["offset"]): r for r in truth["records"] if not r.get("expect")}
     topics = {r["topic"] for r in want.values()}
     seen = {"request": 0, "response": 0}
@@ -74,7 +76,9 @@ def check_truth(rows: list[dict], truth: dict, key_format: str) -> dict[str, int
         if row["direction"] == "response":
             r = want[(row["topic"], row["partition"], row["offset"])]
             assert value == expected(r["value"]), (row["topic"], row["offset"])
-            if key_format == "avro":
+            if not keys:
+                pass
+            elif key_format == "avro":
                 assert json.loads(row["key_decoded"]) == r["key"]
             else:
                 assert key == r["key"] and row["key_format"] == key_format
@@ -205,6 +209,62 @@ def test_wrong_schema_gives_an_anomaly_and_keeps_the_rest(tmp_path: Path) -> Non
     details = [a["detail"] for a in table(tmp_path / "out", "anomalies") if a["kind"] == "records_decode"]
     assert details and all(f"does not match schema {victim['id']} (avro)" in d and "avro-none[" in d
                            for d in details)
+
+
+HOSTILE = {                     # what the sample's hostile values and schemas each cost: one anomaly, saying this
+    "nested 150,000 deep": "does not match schema 1 (avro): nested more than 200 levels deep at byte 405",
+    "cut short": "does not match schema 1 (avro): the value ends at byte 8, where a number was due",
+    "a block of 2^40 nulls": "a block of 1099511627776 items with 1 bytes left",
+    "100 blocks of 60,000 nulls": "a block of 60000 items with 295 bytes left",
+    "a message nested 3,000 deep": "does not match schema 3 (protobuf): kd.hostile.Tree",
+    "JSON nested 300 deep": "does not match schema 4 (json): nested more than",
+    "JSON nested 100,000 deep, cut": "does not match schema 4 (json): not JSON",
+    "its schema: nested 600 levels deep": "schema 900 (avro) not usable: schema nested more than 128 levels deep",
+    "its schema: a record that contains itself on every path": "schema 901 (avro) not usable: Avro schema with a "
+                                                              "record that contains itself on every path",
+    "its schema: 20,000 fields": "schema 902 (avro) not usable: schema with more than 10000 record fields",
+    "its schema: not JSON": "schema 903 (avro) not usable: Avro schema text is not JSON",
+    "its schema: protoc rejects it": "schema 904 (protobuf) not usable: protoc: ",
+}
+
+
+@pytest.mark.parametrize("build", ["compiled", "pure"])
+def test_hostile_values_and_schemas_cost_one_anomaly_each(tmp_path: Path, build: str) -> None:
+    """A value of a recursive schema nested 150,000 deep ended the whole decode with SIGSEGV; with it, claims
+    of 2^40 items, deep Protobuf and JSON, and hostile _schemas records. Each is one records_decode anomaly
+    naming its record, its raw bytes are kept (without --record-bytes), and every value around it decodes."""
+    pcap, schemas, truth = sample("hostile-values")
+    env = {k: v for k, v in os.environ.items() if k != "KDISSECT_PURE"} | ({"KDISSECT_PURE": "1"} if build == "pure" else {})
+    proc = subprocess.run([sys.executable, "-m", "kdissect", "decode", str(pcap), "-o", str(tmp_path), "-q", "-j", "1",
+                           "--schemas", str(schemas)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr[-2000:]
+    rows = table(tmp_path, "records")
+    check_truth(rows, truth, "text", keys=False)
+    hostile = {(r["topic"], r["partition"], r["offset"]): r for r in truth["records"] if r.get("expect")}
+    assert sorted(r["expect"] for r in hostile.values()) == sorted(HOSTILE)
+    fetched = {(r["topic"], r["partition"], r["offset"]): r for r in rows if r["direction"] == "response"}
+    details = [a["detail"] for a in table(tmp_path, "anomalies") if a["kind"] == "records_decode"]
+    for (topic, partition, offset), want in hostile.items():
+        row = fetched[(topic, partition, offset)]
+        assert row["value_decoded"] is None
+        assert hashlib.sha256(row["value"]).hexdigest() == want["value"]["$sha256"]
+        mine = [d for d in details if "Fetch v16 response corr" in d and f"{topic}[{partition}]: record at offset" in d
+                and HOSTILE[want["expect"]] in d]
+        assert mine and (f"record at offset {offset}: value" in mine[0] or f"up to offset {offset})" in mine[0]), \
+            (want["expect"], details)
+    good = [r for k, r in fetched.items() if k not in hostile and r["topic"] != "_schemas"]
+    assert len(good) == len([r for r in truth["records"] if not r.get("expect")])
+    assert all(r["value"] is None and r["value_decoded"] is not None for r in good)
+    assert not [a for a in table(tmp_path, "anomalies") if a["kind"] != "records_decode"]
+    assert not [d for d in details if "raised" in d]
+
+
+def test_show_verbose_prints_hostile_values_problems(capsys) -> None:
+    pcap, schemas, _truth = sample("hostile-values")
+    assert main(["show", str(pcap), "-V", "--schemas", str(schemas), "--api", "Fetch"]) == 0
+    out = capsys.readouterr().out
+    assert "value (schema 1): does not match schema 1 (avro): nested more than 200 levels deep" in out
+    assert "value (schema 902): schema 902 (avro) not usable: schema with more than 10000 record fields" in out
 
 
 _PURE = """

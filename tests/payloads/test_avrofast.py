@@ -1,5 +1,6 @@
-"""The translated Avro reader gives the fastavro path's JSON for every value, and hands back to fastavro
-(the same answer, the same error message) every value it cannot read as fastavro would."""
+"""The Avro reader gives fastavro's values for every value fastavro reads, says what is wrong with a damaged
+one (at most reading less than fastavro, never something else), and holds its budgets against hostile
+bytes and schemas: depth, counts past the bytes, records that never end. Compiled and pure alike."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import decimal
 import io
 import json
 import random
+import importlib.util
 import sys
+import time
 from pathlib import Path
 
 import fastavro
@@ -16,7 +19,9 @@ import pytest
 
 from payloads import avrofast
 from payloads.avro import AvroDecoder
-from payloads.errors import ValueMismatch
+from payloads.errors import SchemaError, ValueMismatch
+from payloads.limits import MAX_DEPTH
+from payloads.render import to_json
 from payloads.schema import Schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,22 +60,60 @@ CASES = [(EVENT, event, 300), (ORDER_V1, order, 60), (ORDER_V2, lambda i: order(
          (EVERYTHING, everything, 200)]
 
 
-def _decoder(schema: dict) -> AvroDecoder:
-    return AvroDecoder(Schema("avro", json.dumps(schema)), lambda ref: None)
+def _decoder(schema: dict, impl=avrofast) -> AvroDecoder:
+    return AvroDecoder(Schema("avro", json.dumps(schema)), lambda ref: None, impl)
 
 
-def _both(dec: AvroDecoder, data: bytes) -> tuple[object, object]:
-    """(fast path, fastavro path): the JSON, or the mismatch message."""
-    out = []
-    for fast in (dec.fast, None):
-        saved, dec.fast = dec.fast, fast
-        try:
-            out.append(dec.decode(data, 0, None))
-        except ValueMismatch as exc:
-            out.append(f"mismatch: {exc}")
-        finally:
-            dec.fast = saved
-    return out[0], out[1]
+def _pure():
+    """payloads/avrofast.py as Python, whichever build the process imported."""
+    spec = importlib.util.spec_from_file_location("kd_avrofast_pure", REPO / "payloads" / "avrofast.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PURE = _pure()
+
+
+def _named(value):
+    """fastavro's ``(name, value)`` branches of a union of several named types as ``{name: value}``."""
+    if type(value) is tuple:
+        return {value[0]: _named(value[1])}
+    if type(value) is dict:
+        return {k: _named(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_named(v) for v in value]
+    return value
+
+
+def _exact(node):
+    """A parsed schema whose decimals fastavro renders exactly: it rounds a damaged value's digits to the
+    declared precision, where the reader here gives them all."""
+    if type(node) is dict:
+        return {k: 1000 if k == "precision" else _exact(v) for k, v in node.items()}
+    if type(node) is list:
+        return [_exact(v) for v in node]
+    return node
+
+
+def _fastavro(dec: AvroDecoder, data: bytes) -> object:
+    """The oracle: fastavro's reader (safe here: the values are small), as JSON or "error"."""
+    fo = io.BytesIO(data)
+    try:
+        value = fastavro.schemaless_reader(fo, _exact(dec.parsed), None, return_named_type=True,
+                                           return_named_type_override=True)
+        if fo.tell() != len(data):
+            return "error"
+        return to_json(_named(value))
+    except Exception:  # noqa: BLE001 - fastavro raises whatever the bytes lead to
+        return "error"
+
+
+def _ours(dec: AvroDecoder, data: bytes) -> object:
+    try:
+        return dec.decode(data, 0, None)
+    except ValueMismatch as exc:
+        return f"mismatch: {exc}"
 
 
 def _values(schema: dict, make, n: int) -> list[bytes]:
@@ -85,17 +128,17 @@ def _values(schema: dict, make, n: int) -> list[bytes]:
 
 @pytest.mark.parametrize(("schema", "make", "n"), CASES, ids=[c[0]["name"] for c in CASES])
 def test_every_value_reads_as_fastavro_reads_it(schema, make, n):
-    dec = _decoder(schema)
-    assert dec.fast is not None
+    dec, pure = _decoder(schema), _decoder(schema, PURE)
     for data in _values(schema, make, n):
-        fast, slow = _both(dec, data)
-        assert fast == slow and not str(fast).startswith("mismatch"), data
+        ours = _ours(dec, data)
+        assert ours == _fastavro(dec, data) == _ours(pure, data), data
 
 
 @pytest.mark.parametrize(("schema", "make", "n"), CASES, ids=[c[0]["name"] for c in CASES])
-def test_a_damaged_value_gets_fastavros_answer(schema, make, n):
-    """Every cut of a value, bytes added after it and bytes changed inside it."""
-    dec = _decoder(schema)
+def test_a_damaged_value_is_a_mismatch_or_fastavros_value(schema, make, n):
+    """Every cut of a value, bytes added after it and bytes changed inside it: compiled and pure say the same,
+    and what they read, fastavro reads alike; what fastavro cannot read, they call a mismatch."""
+    dec, pure = _decoder(schema), _decoder(schema, PURE)
     r = random.Random(7)
     for data in _values(schema, make, 8):
         damaged = [data[:k] for k in range(len(data))] + [data + b"\x00", data + b"\x80\x80"]
@@ -104,44 +147,100 @@ def test_a_damaged_value_gets_fastavros_answer(schema, make, n):
             b[r.randrange(len(b))] = r.randrange(256)
             damaged.append(bytes(b))
         for d in damaged:
-            fast, slow = _both(dec, d)
-            assert fast == slow, d
+            ours = _ours(dec, d)
+            assert ours == _ours(pure, d), d
+            if not str(ours).startswith("mismatch"):
+                assert ours == _fastavro(dec, d), d
+            elif _fastavro(dec, d) == "error":
+                assert str(ours).startswith("mismatch: "), d
 
 
 def test_edges_of_the_wire_format():
-    dec = _decoder({"type": "array", "items": "long"})
-    # A block with a negative count carries its size; the largest and smallest longs; a varint too long.
-    assert _both(dec, bytes([0x03, 0x04, 0x02, 0x04, 0x00])) == (b"[1,2]", b"[1,2]")
-    big = _values({"type": "array", "items": "long"}, lambda i: [2**63 - 1, -2**63], 1)[0]
-    assert _both(dec, big)[0] == b"[9223372036854775807,-9223372036854775808]"
-    assert dec.fast.read(b"\x02" + b"\xff" * 10 + b"\x01\x00", 0) is avrofast.MISS
-    boolean = _decoder({"type": "boolean"})
-    assert boolean.fast.read(b"\x02", 0) is avrofast.MISS       # not 0 or 1: fastavro says what it is
-    assert _both(boolean, b"\x01") == (b"true", b"true")
+    for impl in (avrofast, PURE):
+        dec = _decoder({"type": "array", "items": "long"}, impl)
+        # A block with a negative count carries its size; the largest and smallest longs; a varint too long.
+        assert dec.decode(bytes([0x03, 0x04, 0x02, 0x04, 0x00]), 0, None) == b"[1,2]"
+        big = _values({"type": "array", "items": "long"}, lambda i: [2**63 - 1, -2**63], 1)[0]
+        assert dec.decode(big, 0, None) == b"[9223372036854775807,-9223372036854775808]"
+        with pytest.raises(ValueMismatch, match="a number longer than 64 bits at byte 1"):
+            dec.decode(b"\x02" + b"\xff" * 10 + b"\x01\x00", 0, None)
+        boolean = _decoder({"type": "boolean"}, impl)
+        with pytest.raises(ValueMismatch, match="a boolean of 2 at byte 0"):
+            boolean.decode(b"\x02", 0, None)
+        assert boolean.decode(b"\x01", 0, None) == b"true"
+        with pytest.raises(ValueMismatch, match="1 byte left after the value"):
+            boolean.decode(b"\x01\x00", 0, None)
+        text = _decoder({"type": "string"}, impl)
+        with pytest.raises(ValueMismatch, match="text that is not UTF-8, ending at byte 2"):
+            text.decode(b"\x02\xff", 0, None)
+        with pytest.raises(ValueMismatch, match="a negative length"):
+            text.decode(b"\x01", 0, None)
+        # A length that would overflow a C index is a cut value, not a wild read.
+        with pytest.raises(ValueMismatch, match="with 1 bytes left"):
+            text.decode(b"\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01" + b"x", 0, None)
+        union = _decoder(["null", "string"], impl)
+        with pytest.raises(ValueMismatch, match="union branch -1 at byte 0 of a union of 2"):
+            union.decode(b"\x01", 0, None)      # fastavro took -1 as the last branch
 
 
-def test_schemas_only_fastavro_reads_stay_fastavros():
-    for logical in ({"type": "string", "logicalType": "uuid"}, {"type": "int", "logicalType": "time-millis"},
-                    {"type": "long", "logicalType": "local-timestamp-millis"},
-                    {"type": "fixed", "name": "D", "size": 8, "logicalType": "decimal", "precision": 5}):
-        assert _decoder({"type": "record", "name": "R", "fields": [{"name": "x", "type": logical}]}).fast is None
+def test_logical_types_fastavro_converts_read_as_fastavro_reads_them():
+    import uuid
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "t", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "tm", "type": {"type": "long", "logicalType": "time-micros"}},
+        {"name": "l", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+        {"name": "d", "type": {"type": "fixed", "name": "D", "size": 8, "logicalType": "decimal", "precision": 5,
+                               "scale": 2}},
+        {"name": "either", "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 1},
+                                    "bytes"]},
+        {"name": "odd", "type": {"type": "string", "logicalType": "not-a-known-type"}}]}
+    values = [{"u": uuid.UUID(int=i * 7919), "t": dt.time(i % 24, i % 60, 1, 5000), "tm": dt.time(1, 2, 3, i),
+               "l": dt.datetime(2024, 5, 1, 12, i % 60, 7, 123000), "d": decimal.Decimal(f"-{i}.25"),
+               "either": [None, decimal.Decimal("12.5"), b"raw"][i % 3], "odd": "x" * i} for i in range(30)]
+    dec, pure = _decoder(schema), _decoder(schema, PURE)
+    for data in _values(schema, lambda i: values[i], 30):
+        assert _ours(dec, data) == _fastavro(dec, data) == _ours(pure, data)
+    bad = _values(schema, lambda i: {**values[1], "u": "not a uuid"}, 1)[0]
+    assert _ours(dec, bad).startswith("mismatch: a uuid that does not convert")
 
 
-def test_a_deep_recursive_value_is_fastavros():
+def test_a_recursive_value_stops_at_the_depth_limit():
     chain = {"type": "record", "name": "L", "fields": [{"name": "next", "type": ["null", "L"]}]}
-    dec = _decoder(chain)
-    data = b"\x02" * 100 + b"\x00"
-    assert dec.fast.read(data, 0) is avrofast.MISS
-    assert dec.decode(data, 0, None).count(b"next") == 101
+    for impl in (avrofast, PURE):
+        dec = _decoder(chain, impl)
+        assert dec.decode(b"\x02" * (MAX_DEPTH - 1) + b"\x00", 0, None).count(b"next") == MAX_DEPTH
+        # Past it, however deep the bytes go (a million levels took the process down with SIGSEGV).
+        for n in (MAX_DEPTH, 1_000_000):
+            t0 = time.perf_counter()
+            with pytest.raises(ValueMismatch, match=f"nested more than {MAX_DEPTH} levels deep at byte {MAX_DEPTH}"):
+                dec.decode(b"\x02" * n + b"\x00", 0, None)
+            assert time.perf_counter() - t0 < 1
+    # Arrays and maps count as levels too (each is a level of the JSON).
+    nested = {"type": "record", "name": "A", "fields": [{"name": "a", "type": {"type": "array", "items": "A"}}]}
+    dec = _decoder(nested)
+    with pytest.raises(ValueMismatch, match="nested more than"):
+        dec.decode(b"\x02" * 1000 + b"\x00", 0, None)
+
+
+def test_a_record_that_never_ends_is_a_schema_error():
+    for schema in ({"type": "record", "name": "R", "fields": [{"name": "r", "type": "R"}]},
+                   ["null", {"type": "record", "name": "S", "fields": [
+                       {"name": "x", "type": "int"},
+                       {"name": "t", "type": {"type": "record", "name": "T", "fields": [{"name": "s", "type": "S"}]}}]}]):
+        with pytest.raises(SchemaError, match="contains itself on every path"):
+            _decoder(schema)
 
 
 def test_a_wild_count_of_empty_items_is_a_mismatch_not_a_loop():
-    """Nulls take no bytes: a block claiming 2^40 of them would have been appended for ever."""
-    dec = _decoder({"type": "array", "items": "null"})
-    wild = bytes([0x80, 0x80, 0x80, 0x80, 0x80, 0x40, 0x00])              # zig-zag 2^40, then the end
-    with pytest.raises(ValueMismatch, match="a block of 1099511627776 items with 1 bytes left"):
-        dec.decode(wild, 0, None)
-    assert _both(dec, bytes([0x06, 0x00])) == (b"[null,null,null]", b"[null,null,null]")
-    # A length that would overflow a C index is a cut value, fastavro's to describe.
-    text = _decoder({"type": "string"})
-    assert text.fast.read(b"\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01" + b"x", 0) is avrofast.MISS
+    """Nulls take no bytes: a block claiming 2^40 of them would have been appended for ever, and blocks
+    claiming 60,000 each would add up; a value holds at most MAX_EMPTY_ITEMS beyond its size."""
+    for impl in (avrofast, PURE):
+        dec = _decoder({"type": "array", "items": "null"}, impl)
+        wild = bytes([0x80, 0x80, 0x80, 0x80, 0x80, 0x40, 0x00])              # zig-zag 2^40, then the end
+        with pytest.raises(ValueMismatch, match="a block of 1099511627776 items with 1 bytes left"):
+            dec.decode(wild, 0, None)
+        assert dec.decode(bytes([0x06, 0x00]), 0, None) == b"[null,null,null]"
+        many = bytes([0xC0, 0xA9, 0x07]) * 100 + b"\x00"                     # 100 blocks of 60,000
+        with pytest.raises(ValueMismatch, match="a block of 60000 items"):
+            dec.decode(many, 0, None)

@@ -201,3 +201,26 @@ def test_registry_store_caches_what_it_fetched(tmp_path: Path):
     # A second decode reads the cache first: no registry needed.
     again = RegistryStore("http://127.0.0.1:9", cache=tmp_path, client=object())
     assert again.by_id(1).text == text
+
+
+def test_the_memo_keeps_no_amplified_json_and_a_raising_decoder_costs_its_value_alone():
+    """Found by fuzzing (payload_decoder): a few bytes of Avro nulls render as ~300 KB of JSON, and the memo
+    kept 4,096 of them (1.4 GB). And whatever a decoder raises is that value's problem, not the caller's."""
+    idx = _Index()
+    idx.add(Schema("avro", json.dumps({"type": "array", "items": "null"}), (), 7))
+    dec = PayloadDecoder(idx)
+    for n in range(1, 64):
+        value = b"\x00\x00\x00\x00\x07" + bytes([0xC0, 0xA9, 0x07]) + bytes([n * 2]) + b"\x00"   # 60,000 + n nulls
+        sid, _guid, fmt, decoded, problem = dec.decode(value)
+        assert (sid, fmt, problem) == (7, "avro", None) and decoded.count(b"null") == 60_000 + n
+    assert len(dec._memo) == 0
+    assert dec.decode(b"\x00\x00\x00\x00\x07\x02\x00")[3] == b"[null]" and len(dec._memo) == 1
+
+    class Broken:
+        def decode(self, data, start, indexes):
+            raise RuntimeError("a bug")
+    schema = idx.by_id(7)
+    dec._compiled[id(schema)] = Broken()
+    dec._fast.clear()
+    assert dec.decode(b"\x00\x00\x00\x00\x07\x04\x00") == (None, None, None, None,
+                                                          ("error", "decoding raised RuntimeError: a bug"))

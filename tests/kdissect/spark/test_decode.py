@@ -195,11 +195,25 @@ def test_gzipped_rotations_are_looked_at_by_spark_tasks_and_decode_as_one(spark,
         result = spark_decode(spark, [tmp_path / "rot"], tmp_path / "spark", DecodeOptions())
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
-    assert len(sc.statusTracker().getJobIdsForGroup("kd-gzipped-rotations")) == 2   # probe + decode
+    # Whether the workers run this kdissect, which files continue one another, the decode.
+    assert len(sc.statusTracker().getJobIdsForGroup("kd-gzipped-rotations")) == 3
     assert result.counts.captures == 1 and len(result.rotated) == 1
     decode_files([tmp_path / "rot"], tmp_path / "decode", DecodeOptions())
     for table in SHOWN:
         assert table_rows(tmp_path / "spark", table) == table_rows(tmp_path / "decode", table), table
+
+
+def test_a_data_source_task_that_fails_names_its_capture_share_and_cause(spark, tmp_path: Path) -> None:
+    # A key log the executors cannot read (the driver does not open it): every task fails.
+    from kdissect.spark.source import register
+    register(spark)
+    keys = tmp_path / "gone.keys"
+    df = spark.read.format("kafka-pcap").option("tls_keylog", str(keys)).load(str(REPO / "samples" / "mixed.pcap"))
+    with pytest.raises(Exception) as failed:
+        df.collect()
+    want = (f"TaskFailed: the Spark task decoding {REPO / 'samples' / 'mixed.pcap'} (share 1 of 1) failed: "
+            f"UsageError: TLS key log {keys}: cannot read")
+    assert want in str(failed.value), str(failed.value)[-2000:]
 
 
 def test_data_source_reads_a_rotated_capture_as_one_unless_told_otherwise(spark, inputs: Path, reference: Path) -> None:
