@@ -7,6 +7,13 @@ written back compact and held to
 validator, which recurses in Python, never sees a deeper one; whatever it raises on a value is a
 :class:`~payloads.errors.ValueMismatch`. ``uniqueItems`` is checked in linear time (jsonschema
 compares the items of an array it cannot sort pairwise: an array of objects would take hours).
+
+Schemas are anyone's to write too (``_schemas``), and two of their keywords can make one value cost
+for ever: a ``pattern`` that backtracks exponentially (``^(a|aa)+$``; Python's ``re`` cannot be
+interrupted), and ``$ref``s that fan out (each level ``allOf`` two references to the next: 2^40
+checks of one value). So patterns are matched by the ``regex`` package with a timeout
+(:data:`PATTERN_SECONDS`), and a value's validation may take at most :data:`STEPS_PER_BYTE` keyword
+checks a byte of it plus :data:`MIN_STEPS`; past either it is a mismatch saying so.
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ Resolve = Callable[[Reference], Schema]
 MAX_ERRORS = 100          # validation errors looked at to choose the one a mismatch names
 MAX_MESSAGE = 300         # characters of a validation error's message kept (it quotes the value)
 MAX_PATH = 100            # ... and of the path to where it is
+PATTERN_SECONDS = 0.1     # one regular expression on one string
+STEPS_PER_BYTE = 64       # keyword checks one value's validation may take, a byte of it ...
+MIN_STEPS = 1 << 16       # ... plus these
 
 
 class JsonDecoder:
@@ -33,7 +43,8 @@ class JsonDecoder:
 
     def __init__(self, schema: Schema, resolve: Resolve, validate: bool = False) -> None:
         # Without validation the schema is not read: its values decode whatever it holds.
-        self._validator = _validator(schema, resolve) if validate else None
+        self._steps = [0]          # keyword checks the value being validated may still take
+        self._validator = _validator(schema, resolve, self._steps) if validate else None
 
     def decode(self, data: bytes, start: int, indexes: list[int] | None) -> bytes:
         text = data[start:] if start else data
@@ -46,6 +57,7 @@ class JsonDecoder:
         except TypeError as exc:                  # orjson.loads gives nothing orjson cannot write: defensive
             raise ValueMismatch(f"not renderable as JSON: {exc}") from None
         if self._validator is not None:
+            self._steps[0] = STEPS_PER_BYTE * len(text) + MIN_STEPS
             _validate(self._validator, value)
         return out
 
@@ -56,6 +68,8 @@ def _validate(validator: Any, value: Any) -> None:
         error = best_match(itertools.islice(validator.iter_errors(value), MAX_ERRORS))
     except RecursionError:
         raise ValueMismatch("nested too deep for the validator (Python's recursion limit)") from None
+    except _PastBudget as exc:
+        raise ValueMismatch(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - an unresolvable $ref, a bad pattern, memory: this value's problem
         text = " ".join(str(exc).split())
         raise ValueMismatch(f"not validated: {type(exc).__name__}: {_short(text)}") from None
@@ -96,7 +110,61 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> An
             seen.add(k)
 
 
-def _validator(schema: Schema, resolve: Resolve) -> Any:
+class _PastBudget(Exception):
+    """A value's validation past its budget (steps, or a pattern's time)."""
+
+
+def _search(pattern: str, text: str) -> bool:
+    """``re.search`` semantics with a timeout (the ``regex`` package: Python's ``re`` cannot be stopped)."""
+    import regex
+    try:
+        return regex.search(pattern, text, timeout=PATTERN_SECONDS) is not None
+    except TimeoutError:
+        raise _PastBudget(f"pattern {_short(repr(pattern))} took more than {PATTERN_SECONDS} s on a string of "
+                          f"{len(text)} characters") from None
+
+
+# jsonschema's keywords that match patterns, with _search in place of re.search (same messages).
+def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Any:
+    if validator.is_type(instance, "string") and not _search(pattern, instance):
+        from jsonschema.exceptions import ValidationError
+        yield ValidationError(f"{_short(repr(instance))} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Any:
+    if validator.is_type(instance, "object"):
+        for pattern, subschema in patterns.items():
+            for k, v in instance.items():
+                if _search(pattern, k):
+                    yield from validator.descend(v, subschema, path=k, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Any:
+    if not validator.is_type(instance, "object"):
+        return
+    known = schema.get("properties", {})
+    patterns = "|".join(schema.get("patternProperties", {}))
+    extras = [k for k in instance if k not in known and not (patterns and _search(patterns, k))]
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        from jsonschema.exceptions import ValidationError
+        named = ", ".join(repr(e) for e in sorted(extras)[:10])
+        yield ValidationError(f"Additional properties are not allowed ({_short(named)} unexpected)")
+
+
+def _counted(fn: Any, steps: list[int]) -> Any:
+    """A keyword that takes one step of the value's budget each time it is checked."""
+    def keyword(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        steps[0] -= 1
+        if steps[0] < 0:
+            raise _PastBudget("validation past its budget of keyword checks (schema references that fan out?)")
+        return fn(validator, value, instance, schema)
+    return keyword
+
+
+def _validator(schema: Schema, resolve: Resolve, steps: list[int]) -> Any:
     need("jsonschema", "jsonschema", "--validate-json")
     from jsonschema.validators import extend, validator_for
     from referencing import Registry, Resource
@@ -139,7 +207,10 @@ def _validator(schema: Schema, resolve: Resolve) -> Any:
     try:
         cls = validator_for(root, default=validator_for({"$schema": "http://json-schema.org/draft-07/schema#"}))
         cls.check_schema(root)
-        cls = extend(cls, {"uniqueItems": _unique_items})
+        own = {"uniqueItems": _unique_items, "pattern": _pattern, "patternProperties": _pattern_properties,
+               "additionalProperties": _additional_properties}
+        keywords = {**cls.VALIDATORS, **{k: fn for k, fn in own.items() if k in cls.VALIDATORS}}
+        cls = extend(cls, {k: _counted(fn, steps) for k, fn in keywords.items()})
         return cls(root, registry=Registry().with_resources(resources))
     except RecursionError:
         raise SchemaError("not a valid JSON Schema: nested too deep to check") from None

@@ -6,8 +6,8 @@
 
 Per target: a seed corpus is written from the samples (``tests/fuzz/seeds.py``)
 into ``<workdir>/<target>/corpus`` (kept between runs, so long runs build on
-each other), then a child process instruments ``capture``, ``dissector`` and
-``kdissect`` and fuzzes with libFuzzer's ``-rss_limit_mb`` / ``-timeout`` /
+each other), then a child process instruments ``capture``, ``dissector``,
+``kdissect`` and ``payloads`` and fuzzes with libFuzzer's ``-rss_limit_mb`` / ``-timeout`` /
 ``-max_len`` from the target's declaration. A crash leaves its input in
 ``<workdir>/<target>/crash-*``: copy it into ``tests/fuzz/regressions/<target>/``
 and it is replayed by ``tests/fuzz/test_fuzz.py`` from then on.
@@ -44,10 +44,15 @@ def instrument() -> None:
     """Import the code under test with atheris's coverage hooks (in a KDISSECT_PURE process)."""
     import atheris
 
-    with atheris.instrument_imports(include=["capture", "dissector", "kdissect"]):
+    with atheris.instrument_imports(include=["capture", "dissector", "kdissect", "payloads"]):
         import capture.pipeline  # noqa: F401  (instrumented before the targets import them)
         import dissector.connection  # noqa: F401
         import kdissect.dataset.writer  # noqa: F401
+        import payloads.avro  # noqa: F401
+        import payloads.avrofast  # noqa: F401
+        import payloads.decoder  # noqa: F401
+        import payloads.jsonvalues  # noqa: F401
+        import payloads.protobuf  # noqa: F401
 
 
 def _child(target: str, corpus: Path, workdir: Path, runs: int, seconds: int, max_len: int) -> None:
@@ -57,6 +62,8 @@ def _child(target: str, corpus: Path, workdir: Path, runs: int, seconds: int, ma
     from tests.fuzz.targets import TARGETS
 
     t = TARGETS[target]
+    if t.warm is not None:
+        t.warm()            # what is fixed per process (protoc's runs), before the first input and its timer
     argv = [sys.argv[0], str(corpus), f"-rss_limit_mb={t.rss_mb}", f"-timeout={t.time_limit}",
             f"-max_len={max_len or t.max_len}", f"-artifact_prefix={workdir}/", "-print_final_stats=1"]
     if runs:

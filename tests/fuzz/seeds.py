@@ -3,12 +3,19 @@
 Seeds are rebuilt on demand (``write_corpus``), not stored: the samples are
 their source. Record-batch and legacy seeds add what the samples lack, every
 codec, through the client libraries' own builders (aiokafka's, pure Python).
+The payload seeds are the keys, values, headers and ``_schemas`` records the
+payload samples' producers sent (``samples/payloads/``), and values of the
+payload targets' extra schemas written by the codecs' own writers (fastavro's,
+protobuf's).
 """
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
+import io
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +27,8 @@ from dissector.encoder import encode_data
 from dissector.events import Direction, Exchange
 from dissector.views import partition_rows
 from tests.capture import pcaptools as pt
-from tests.fuzz.targets import LINKTYPES, TARGETS, pack_chunks
+from tests.fuzz.targets import AVRO_EXTRA_SCHEMAS, ID_STRIDE, LINKTYPES, MAX_DECOMPRESSED, PROTO_EXTRA_SCHEMAS, \
+    TARGETS, _sample_texts, avro_schemas, json_schemas, pack_chunks, protobuf_decoders, protobuf_texts, sample_schemas
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
@@ -317,6 +325,291 @@ def tls_records() -> Iterator[bytes]:
             yield pack_chunks([(tag | (2 if i == 6 else 0), b) for i, (tag, b) in enumerate(items)])[:max_len]
 
 
+# -- record payloads ---------------------------------------------------------------------------
+
+PAYLOADS = SAMPLES / "payloads"
+
+
+@functools.lru_cache(maxsize=1)
+def payload_records() -> tuple[tuple[str, str, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]], ...]:
+    """Every record the payload samples' producers sent (Produce requests): (folder, topic, key, value,
+    headers), in capture order."""
+    from dissector.records import decode_records
+
+    out = []
+    for pcap in sorted(PAYLOADS.glob("*/*.pcap")):
+        for ce in read_capture(pcap):
+            ex = ce.event
+            if not isinstance(ex, Exchange) or ex.api_key != 0 or ex.request is None:
+                continue
+            for r in partition_rows(0, "request", ex.api_version, ex.request.body):
+                if r.records is None:
+                    continue
+                for m in decode_records(r.records.data, max_decompressed=MAX_DECOMPRESSED).records():
+                    out.append((pcap.parent.name, r.topic, m.key, m.value, tuple(m.headers)))
+    return tuple(out)
+
+
+def framed_payloads() -> Iterator[tuple[str, dict, bytes, int]]:
+    """The samples' framed keys and values: (folder, the registry's JSON of their schema, the bytes, where
+    the encoding starts), the schema named by the 4-byte id prefix or by the GUID of the record's
+    ``__key_schema_id`` / ``__value_schema_id`` header."""
+    from payloads.framing import KEY_HEADER, VALUE_HEADER, header_ref
+
+    docs = {(folder, d["id"]): d for _, folder, d in sample_schemas()}
+    guids = {d["guid"]: d for _, _, d in sample_schemas()}
+    for folder, _topic, key, value, headers in payload_records():
+        for data, name in ((key, KEY_HEADER), (value, VALUE_HEADER)):
+            if not data:
+                continue
+            header = next((v for k, v in headers if k == name), None)
+            ref = header_ref(header)
+            if ref is not None and ref[1] in guids:
+                yield folder, guids[ref[1]], data, 0
+            elif data[0] == 0 and len(data) >= 5 and (folder, int.from_bytes(data[1:5], "big")) in docs:
+                yield folder, docs[(folder, int.from_bytes(data[1:5], "big"))], data, 5
+
+
+def _of_format(fmt: str) -> Iterator[tuple[dict, bytes]]:
+    for _folder, doc, data, start in framed_payloads():
+        if (doc.get("schemaType") or "AVRO").upper() == fmt:
+            yield doc, data[start:]
+
+
+def _avro_bytes(schema: object, value: object) -> bytes:
+    import fastavro
+
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(schema), value)
+    return buf.getvalue()
+
+
+def _linked(depth: int) -> dict | None:
+    node = None
+    for _ in range(depth):
+        node = {"next": node}
+    return node
+
+
+def avro_values() -> Iterator[bytes]:
+    """The samples' Avro keys and values (their schema's selector, then their bytes after the framing),
+    and values of each extra schema written by fastavro: linked lists up to past the depth limit, every
+    field of ``Every`` and ``Logical`` set, nested."""
+    import datetime as dt
+    import decimal
+
+    texts = avro_schemas()
+    seen: set[bytes] = set()
+    for doc, payload in _of_format("AVRO"):
+        seed = bytes([texts.index(doc["schema"])]) + payload
+        if seed not in seen and len(seed) <= TARGETS["avro_values"].max_len:
+            seen.add(seed)
+            yield seed
+    extra = {json.dumps(s): s for s in AVRO_EXTRA_SCHEMAS}
+    sel = {name: texts.index(json.dumps(s)) for name, s in
+           zip(("list", "every", "logical", "map", "union"), AVRO_EXTRA_SCHEMAS)}
+    assert len(extra) == len(AVRO_EXTRA_SCHEMAS)
+    utc = dt.timezone.utc
+    for depth in (0, 1, 2, 7, 64, 199, 201, 400):
+        yield bytes([sel["list"]]) + _avro_bytes(AVRO_EXTRA_SCHEMAS[0], _linked(depth) or {"next": None})
+
+    def every(i: int, tail: dict | None) -> dict:
+        return {"nulls": [None] * i, "empties": [{}] * (i % 3), "grid": {f"k{j}✓": [None, j, "v" * j, j / 3][:j % 5]
+                                                                      for j in range(i % 4)},
+                "choice": [None, ("kd.fuzz.A", {"x": -i}), ("kd.fuzz.B", {"y": "b" * i}), "Q",
+                           b"\x00\xff", "text"][i % 6],
+                "price": decimal.Decimal(f"-{i}.{i:04d}"), "rate": decimal.Decimal(f"{i}.000000001"),
+                "at_ms": dt.datetime(2024, 5, 1, tzinfo=utc) + dt.timedelta(milliseconds=i * 1001),
+                "at_us": dt.datetime(1969, 12, 31, tzinfo=utc) + dt.timedelta(microseconds=i * 7),
+                "day": dt.date(2000, 2, 29) + dt.timedelta(days=i), "flag": bool(i & 1), "f": i / 7, "d": -i * 1e300,
+                "blob": bytes(range(i)), "nested": {"a": {"x": None, "y": ("kd.fuzz.A", {"x": i})}} if i % 2 else {},
+                "tail": tail}
+    for i in range(6):
+        value = every(i, every(i + 1, None) if i % 2 else None)
+        yield bytes([sel["every"]]) + _avro_bytes(AVRO_EXTRA_SCHEMAS[1], value)
+    for i in range(4):
+        logical = {"id": f"6ba7b810-9dad-11d1-80b4-00c04fd430c{i}", "t_ms": dt.time(12, i, 5, 123000),
+                   "t_us": dt.time(23, 59, 59, i), "local_ms": dt.datetime(2024, 1, 2, 3, 4, 5, 6000 * i),
+                   "local_us": dt.datetime(1, 1, 1, 0, 0, 0, i), "unknown": "raw",
+                   "maybe_id": None if i % 2 else "6ba7b810-9dad-11d1-80b4-00c04fd430c8",
+                   "amounts": [decimal.Decimal(f"{j}.{j:02d}") for j in range(i)], "dur": bytes(12)}
+        yield bytes([sel["logical"]]) + _avro_bytes(AVRO_EXTRA_SCHEMAS[2], logical)
+    yield bytes([sel["map"]]) + _avro_bytes(AVRO_EXTRA_SCHEMAS[3], {"a": [None] * 5, "": [], "✓": [None]})
+    for v in (None, -(1 << 63), "s", b"\x00", [1.5, float("nan")]):
+        yield bytes([sel["union"]]) + _avro_bytes(AVRO_EXTRA_SCHEMAS[4], v)
+    # Hand-made: a block with a negative count and its size, a count of nulls past any value's.
+    yield bytes([sel["map"]]) + bytes([0x01, 0x06, 0x02, 0x61, 0x05, 0x02, 0x00, 0x00])
+    yield bytes([sel["map"]]) + bytes([0x02, 0x02, 0x61, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40, 0x00, 0x00])
+
+
+def protobuf_values() -> Iterator[bytes]:
+    """The samples' Protobuf values (message indexes and message) under their schema as text and as a
+    serialized descriptor, and messages of the extra schemas built through their own classes."""
+    from google.protobuf import json_format
+
+    decoders = protobuf_decoders()
+    half = len(decoders) // 2
+    sample = list(_of_format("PROTOBUF"))
+    for i, (doc, payload) in enumerate(sample):
+        if len(payload) >= TARGETS["protobuf_values"].max_len:
+            continue
+        yield bytes([protobuf_texts().index(doc["schema"]) + (half if i % 2 else 0)]) + payload
+        if i % 5 == 0:
+            yield bytes([0x80]) + payload[2:]            # the sample's indexes ([1]) left out: read as message 0
+    tree = {"name": "root", "children": [{"name": "kid", "s": "x"}, {"name": "kid2", "leaf": {
+                "z": -5, "f": "18446744073709551615", "sf": -1, "x": 1.5, "ok": True,
+                "deep": {"u": "7", "back": {"name": "back", "d": 2.5}}}}],
+            "n": "-9223372036854775808", "by_id": {"3": {"name": "three"}}, "attrs": {"k": [1, "a", None, {"z": True}]},
+            "meta": {"a": {"b": [1.0, 2.0]}}, "any": {"@type": "type.googleapis.com/kd.fuzz.Second", "names": ["n"]},
+            "mask": "a.b,c", "packed": [1, -1, 300], "colors": ["GREEN", "BLUE"], "at": "2024-05-01T12:00:00.25Z",
+            "ttl": "1.5s", "blob": "AAEC", "big": "18446744073709551615", "list": [1, "two"], "nothing": {},
+            "maybe": ""}
+    messages = [(1, [0], tree), (1, [0], {"name": "bare"}), (1, [1], {"names": ["a", "b"], "tree": tree,
+                                                                      "blobs": {"1": "AA=="}}),
+                (1, [0, 0], {"z": 1, "deep": {"u": "1"}}), (1, [0, 0, 0], {"u": "18446744073709551615"}),
+                (2, [0], {"id": 7, "label": "l", "item": [{"sku": "s", "qty": 2}], "kind": "B",
+                          "packed": ["-3", "4"], "[kd.legacy.note]": "n"}),
+                (2, [0], {"id": -1})]
+    base = len(protobuf_texts()) - len(PROTO_EXTRA_SCHEMAS) - 1      # Tree is 1, Old 2 above
+    for n, (index, path, value) in enumerate(messages):
+        index += base
+        dec = decoders[index + (half if n % 2 else 0)]
+        msg = dec.message_class(path)()
+        json_format.ParseDict(value, msg, descriptor_pool=dec.pool)
+        indexes = b"\x00" if path == [0] else _zigzag(len(path)) + b"".join(_zigzag(i) for i in path)
+        yield bytes([index + (half if n % 2 else 0)]) + indexes + msg.SerializeToString()
+
+
+def _zigzag(n: int) -> bytes:
+    v = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def json_values() -> Iterator[bytes]:
+    """The samples' JSON Schema values, validated and not, and values of the extra schemas (valid ones,
+    and ones each keyword rejects)."""
+    n = len(json_schemas())
+    sample = list(_of_format("JSON"))
+    for i, (doc, payload) in enumerate(sample):
+        if i % 3 == 0 and len(payload) < TARGETS["json_values"].max_len:
+            yield bytes([json_schemas().index(doc["schema"]) << 1 | i % 2]) + payload
+    extra = len(_sample_texts("JSON"))
+    values = [
+        (0, {"name": "root", "kids": [{"name": "a-1", "n": 3, "x": 0.05}, {"name": "b", "kind": None}],
+             "either": 4, "any": {"k": 1}, "not": 5, "when": 2, "x-note": "x", "fixed": {"k": [1, 2]}}),
+        (0, {"name": "Root", "kids": [{"name": "a"}, {"name": "a"}], "n": 4, "when": -1, "extra": 1}),
+        (0, {"name": "r", "either": 1.5, "any": {}, "not": "s", "when": "w", "kind": [1], "n": 999}),
+        (1, ["a", 1, True, False]), (1, ["a", "b", False]), (1, []),
+        (2, {"v": 9.5, "more": [1]}), (2, {"v": 10, "more": []}), (2, {"w": 1}),
+        (3, [1, {"a": None}, "✓", -0.0, 1e300, 18446744073709551615]),
+    ]
+    for sel, value in values:
+        for validate in (0, 1):
+            yield bytes([((extra + sel) % n) << 1 | validate]) + json.dumps(value).encode()
+    yield bytes([1]) + b'  {"id": 1, "kind": "buy", "user": "u", "flags": [true]}  \n'
+    yield bytes([1]) + b'{"id": 1, "kind": "sell", "user": 5}'
+
+
+def framing() -> Iterator[bytes]:
+    """Every key, value and schema id header the payload samples' producers sent, as they are."""
+    seen: set[bytes] = set()
+    max_len = TARGETS["framing"].max_len
+    for _folder, _topic, key, value, headers in payload_records():
+        for data in (key, value, *(v for _, v in headers)):
+            if data and data not in seen and len(data) <= max_len:
+                seen.add(data)
+                yield data
+    yield from (b"", b"\x00\x00\x00\x00\x00", b"\x00\x80\x00\x00\x00\x02\x02\x02", b"\x01" * 17,
+                b"\x00\x00\x00\x00\x01" + b"\xff" * 11, b'[1, 2.5e15, "\\u00e9"]', b"\t plain text \r\n")
+
+
+def schema_learning() -> Iterator[bytes]:
+    """The samples' own ``_schemas`` records (a registry's NOOP, CONFIG and SCHEMA records), and each
+    sample folder's schemas made into records, with references between them, and values to decode."""
+    max_len = TARGETS["schema_learning"].max_len
+    values = [data[start:] for _folder, _doc, data, start in framed_payloads() if len(data) < 4096]
+    group: list[tuple[int, bytes]] = []
+    for _folder, topic, k, v, _ in payload_records():
+        if topic != "_schemas" or len(k or b"") + len(v or b"") > max_len // 2:
+            continue
+        record = [(0, k or b""), (1, v) if v is not None else (7, b"")]
+        if group and sum(3 + len(b) for _, b in group + record) > max_len - 1024:
+            yield pack_chunks(group + [(5, v) for v in values[:6]])
+            group = []
+        group += record
+    if group:
+        yield pack_chunks(group + [(5, v) for v in values[:6]])
+    by_folder: dict[str, list[dict]] = {}
+    for _, folder, doc in sample_schemas():
+        by_folder.setdefault(folder, []).append(doc)
+    proto_descriptor = protobuf_decoders()[0].file.serialized_pb
+    fmt_tag = {"AVRO": 2, "JSON": 3, "PROTOBUF": 4}
+    for folder, docs in by_folder.items():
+        for start in range(0, len(docs), 4):
+            chunk_items = []
+            for j, doc in enumerate(docs[start:start + 4]):
+                kind = fmt_tag[(doc.get("schemaType") or "AVRO").upper()]
+                text = proto_descriptor if kind == 4 else doc["schema"].encode()
+                chunk_items.append((kind | (doc["id"] % 16) << 3 | (0x80 if j % 2 else 0), text))
+            vals = [data[st:] for f, _doc, data, st in framed_payloads() if f == folder and len(data) < 4096]
+            vals = vals[start:start + 4]
+            yield pack_chunks(chunk_items + [(6, b"")] * (start % 2) + [(5, v) for v in vals])
+    # A JSON Schema referring to another by its reference name; an Avro record using a referenced type.
+    yield pack_chunks([(3, b'{"type": "object", "properties": {"n": {"type": "integer"}}}'),
+                       (3 | 1 << 3 | 0x80, b'{"$ref": "ref1.json"}'), (6, b""), (5, b'{"n": 1}'), (5, b'{"n": "x"}')])
+    yield pack_chunks([(2, b'{"type": "record", "name": "Ref", "fields": [{"name": "a", "type": "int"}]}'),
+                       (2 | 1 << 3 | 0x80,
+                        b'{"type": "record", "name": "Top", "fields": [{"name": "r", "type": "Ref"}]}'),
+                       (5, b"\x02"), (5, b"\x04")])
+    yield pack_chunks([(2, json.dumps(s).encode()) for s in AVRO_EXTRA_SCHEMAS[:3]] + [(5, b"\x00"), (5, b"\x02\x00")])
+
+
+def payload_decoder() -> Iterator[bytes]:
+    """The payload samples' records as their consumers meet them: each key and value with the schema id
+    header it came with, framed ids moved as ``sample_decoder`` moved them, a few records per input,
+    and some null ones."""
+    from payloads.framing import KEY_HEADER, VALUE_HEADER
+
+    folders = sorted(p.name for p in PAYLOADS.iterdir() if (p / "schemas").is_dir())
+    known = {(folder, d["id"]) for _, folder, d in sample_schemas()}
+    max_len = TARGETS["payload_decoder"].max_len
+
+    def moved(folder: str, data: bytes | None) -> bytes | None:
+        if data and len(data) >= 5 and data[0] == 0 and (folder, int.from_bytes(data[1:5], "big")) in known:
+            sid = folders.index(folder) * ID_STRIDE + int.from_bytes(data[1:5], "big")
+            return b"\x00" + sid.to_bytes(4, "big") + data[5:]
+        return data
+
+    per_record: list[list[tuple[int, bytes]]] = []
+    for n, (folder, _topic, key, value, headers) in enumerate(payload_records()):
+        items: list[tuple[int, bytes]] = []
+        for data, name in ((key, KEY_HEADER), (value, VALUE_HEADER)):
+            header = next((v for k, v in headers if k == name), None)
+            if header is not None:
+                items.append((1, header))
+            data = moved(folder, data)
+            items.append((2, b"") if data is None else (0, data))
+        per_record.append(items)
+    group: list[tuple[int, bytes]] = []
+    for items in per_record:               # about three records an input, as many as fit
+        size = sum(3 + len(b) for _, b in items)
+        if group and (len(group) >= 6 or sum(3 + len(b) for _, b in group) + size > max_len):
+            yield pack_chunks(group)
+            group = []
+        if size <= max_len:
+            group += items
+    if group:
+        yield pack_chunks(group)
+
+
 SEEDS = {
     "capture_readers": capture_readers,
     "packets": packets,
@@ -329,6 +622,12 @@ SEEDS = {
     "tls_records": tls_records,
     "amplification": amplification,
     "detection": detection,
+    "avro_values": avro_values,
+    "protobuf_values": protobuf_values,
+    "json_values": json_values,
+    "framing": framing,
+    "schema_learning": schema_learning,
+    "payload_decoder": payload_decoder,
 }
 
 

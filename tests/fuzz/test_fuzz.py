@@ -6,6 +6,7 @@ Longer runs: ``python -m tests.fuzz.run --seconds 3600`` (see tests/fuzz/run.py)
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -28,9 +29,27 @@ def test_seeds_satisfy_the_invariant(target: str) -> None:
         TARGETS[target].fn(data)
 
 
+class TimeLimit(BaseException):
+    """An input past its target's time limit: not an ``Exception``, which the code under test may contain
+    as the value's problem."""
+
+
 @pytest.mark.parametrize("target, path", REGRESSIONS, ids=[f"{t}/{p.name}" for t, p in REGRESSIONS])
 def test_crash_inputs_found_by_fuzzing_stay_fixed(target: str, path: Path) -> None:
-    TARGETS[target].fn(path.read_bytes())
+    """Replayed within the target's time limit, as libFuzzer ran them: a ``timeout-*`` input is a
+    regression too."""
+    limit = TARGETS[target].time_limit
+
+    def expired(signum: int, frame: object) -> None:
+        raise TimeLimit(f"{target}: an input took more than the target's {limit} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        TARGETS[target].fn(path.read_bytes())
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.slow
@@ -47,14 +66,20 @@ _INSTRUMENTED = """
 from tests.fuzz.run import instrument
 instrument()
 import capture.pipeline, dissector.connection, kdissect.dataset.rows
-for fn in (capture.pipeline.Pipeline.run, dissector.connection.Connection.feed, kdissect.dataset.rows.RowBuilder.exchange):
+import payloads.avro, payloads.decoder, payloads.framing, payloads.jsonvalues, payloads.protobuf, payloads.store
+from tests.fuzz.targets import avrofast_twins
+for fn in (capture.pipeline.Pipeline.run, dissector.connection.Connection.feed, kdissect.dataset.rows.RowBuilder.exchange,
+           payloads.decoder.PayloadDecoder.decode, payloads.avro.AvroDecoder.decode, payloads.framing.message_indexes,
+           payloads.jsonvalues.JsonDecoder.decode, payloads.protobuf.ProtobufDecoder.decode,
+           payloads.store.LearnedStore.learn, avrofast_twins()[0].Program.read):
     assert "__ATHERIS_INSTRUMENTED__" in fn.__code__.co_consts, fn.__qualname__
 """
 
 
 def test_fuzzing_instruments_the_code_under_test() -> None:
-    """Coverage feedback reaches kdissect's modules: a finder placed ahead of atheris's (the
-    KDISSECT_PURE switch once was) left a fuzzer blind, mutating at random."""
+    """Coverage feedback reaches kdissect's and payloads' modules (the Avro reader's pure twin too, loaded
+    by file): a finder placed ahead of atheris's (the KDISSECT_PURE switch once was) left a fuzzer blind,
+    mutating at random."""
     pytest.importorskip("atheris")
     proc = subprocess.run([sys.executable, "-c", _INSTRUMENTED], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "KDISSECT_PURE": "1"}, timeout=300)

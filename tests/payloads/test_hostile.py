@@ -682,3 +682,26 @@ def test_the_client_is_given_a_timeout():
 def test_every_error_raised_here_is_a_payload_error():
     for cls in (ValueMismatch, SchemaError):
         assert issubclass(cls, PayloadError)
+
+
+def test_a_backtracking_pattern_and_fanned_out_references_cost_their_value_alone():
+    """Found by reading the validator (tests/fuzz/regressions/schema_learning): a pattern that backtracks
+    exponentially took minutes per value, and $refs fanning out 2^40 checks; each is now that value's mismatch."""
+    from payloads.jsonvalues import PATTERN_SECONDS
+    redos = JsonDecoder(Schema("json", '{"type": "string", "pattern": "^(a|aa)+$"}'), lambda r: None, validate=True)
+    t0 = time.perf_counter()
+    with pytest.raises(ValueMismatch, match=r"pattern '\^\(a\|aa\)\+\$' took more than 0.1 s"):
+        redos.decode(b'"' + b"a" * 60 + b'!"', 0, None)
+    assert time.perf_counter() - t0 < 10 * PATTERN_SECONDS
+    assert redos.decode(b'"aaa"', 0, None) == b'"aaa"'
+    with pytest.raises(ValueMismatch, match="does not match"):
+        redos.decode(b'"ab"', 0, None)
+    levels = {f"l{i}": {"allOf": [{"$ref": f"#/definitions/l{i + 1}"}, {"$ref": f"#/definitions/l{i + 1}"}]}
+              for i in range(40)}
+    levels["l40"] = {"type": "integer"}
+    fanout = JsonDecoder(Schema("json", json.dumps({"definitions": levels, "$ref": "#/definitions/l0"})),
+                         lambda r: None, validate=True)
+    t0 = time.perf_counter()
+    with pytest.raises(ValueMismatch, match="validation past its budget of keyword checks"):
+        fanout.decode(b"1", 0, None)
+    assert time.perf_counter() - t0 < 5
