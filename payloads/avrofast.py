@@ -198,8 +198,12 @@ class Program:
             empty = node[2]
             n = self.block(empty)
             while n:
-                for _ in range(n):
-                    items.append(self.value(child))
+                if empty:                    # items of no bytes are all alike: one read, not n
+                    item = self.value(child)
+                    items.extend([item] * n)
+                else:
+                    for _ in range(n):
+                        items.append(self.value(child))
                 n = self.block(empty)
             self.depth -= 1
             return items
@@ -233,10 +237,10 @@ class Program:
         at = self.pos
         n = self.varint()
         if n < 0:
+            if n < -9223372036854775807:        # -2**63: its negation is past 64 bits (negative again in C)
+                raise ValueMismatch(f"a block of {n} items at byte {at}")
             self.varint()
             n = -n
-        if n < 0:                               # -(-2**63) stays negative in C
-            raise ValueMismatch(f"a block of {n} items at byte {at}")
         if empty:
             # Other items run out of bytes first; these are bounded per value (see read()).
             self.empties -= n

@@ -178,6 +178,9 @@ def test_edges_of_the_wire_format():
         # A length that would overflow a C index is a cut value, not a wild read.
         with pytest.raises(ValueMismatch, match="with 1 bytes left"):
             text.decode(b"\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01" + b"x", 0, None)
+        # A block count of -2^63 (found by fuzzing: its negation stayed negative in C, not in Python).
+        with pytest.raises(ValueMismatch, match="a block of -9223372036854775808 items at byte 0"):
+            dec.decode(b"\xff" * 9 + b"\x01" + b"\x00", 0, None)
         union = _decoder(["null", "string"], impl)
         with pytest.raises(ValueMismatch, match="union branch -1 at byte 0 of a union of 2"):
             union.decode(b"\x01", 0, None)      # fastavro took -1 as the last branch
