@@ -166,6 +166,7 @@ def _counted(fn: Any, steps: list[int]) -> Any:
 
 def _validator(schema: Schema, resolve: Resolve, steps: list[int]) -> Any:
     need("jsonschema", "jsonschema", "--validate-json")
+    need("regex", "regex", "--validate-json")
     from jsonschema.validators import extend, validator_for
     from referencing import Registry, Resource
     from referencing.jsonschema import DRAFT7

@@ -18,7 +18,7 @@ NEEDS = {
     "protobuf": (("google.protobuf", "protobuf", "Protobuf values"),
                  ("grpc_tools.protoc", "grpcio-tools", "compiling .proto schemas")),
     "json": (),
-    "validate": (("jsonschema", "jsonschema", "--validate-json"),),
+    "validate": (("jsonschema", "jsonschema", "--validate-json"), ("regex", "regex", "--validate-json")),
     "registry": (("confluent_kafka.schema_registry", "confluent-kafka", "--schema-registry"),),
 }
 

@@ -362,17 +362,19 @@ def test_every_command_takes_the_payload_options_and_they_imply_records(argv) ->
     assert options.schemas in ("s/", None) and (options.schemas or options.schema_registry)
 
 
-def test_a_missing_codec_library_is_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
+@pytest.mark.parametrize("library, name, args", [("fastavro", "avro", []), ("regex", "json", ["--validate-json"])])
+def test_a_missing_codec_library_is_one_line(tmp_path: Path, capsys, monkeypatch, library: str, name: str,
+                                             args: list[str]) -> None:
     import builtins
     real = builtins.__import__
 
-    def no_fastavro(name, *a, **k):
-        if name == "fastavro" or name.startswith("fastavro."):
-            raise ImportError(name)
-        return real(name, *a, **k)
-    monkeypatch.setattr(builtins, "__import__", no_fastavro)
-    monkeypatch.delitem(sys.modules, "fastavro", raising=False)
-    pcap, schemas, _truth = sample("avro")
-    assert main(["decode", str(pcap), "-o", str(tmp_path / "o"), "--schemas", str(schemas)]) == 1
+    def missing(module, *a, **k):
+        if module == library or module.startswith(f"{library}."):
+            raise ImportError(module)
+        return real(module, *a, **k)
+    monkeypatch.setattr(builtins, "__import__", missing)
+    monkeypatch.delitem(sys.modules, library, raising=False)
+    pcap, schemas, _truth = sample(name)
+    assert main(["decode", str(pcap), "-o", str(tmp_path / "o"), "--schemas", str(schemas), *args]) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "pip install 'kafka-dissect[payloads]'" in err and "fastavro" in err
+    assert err.count("\n") == 1 and "pip install 'kafka-dissect[payloads]'" in err and library in err
