@@ -27,8 +27,10 @@ from dissector.encoder import encode_data
 from dissector.events import Direction, Exchange
 from dissector.views import partition_rows
 from tests.capture import pcaptools as pt
-from tests.fuzz.targets import AVRO_EXTRA_SCHEMAS, ID_STRIDE, LINKTYPES, MAX_DECOMPRESSED, PROTO_EXTRA_SCHEMAS, \
-    TARGETS, _sample_texts, avro_schemas, json_schemas, pack_chunks, protobuf_decoders, protobuf_texts, sample_schemas
+from tests.fuzz.harness import MAX_DECOMPRESSED, pack_chunks
+from tests.fuzz.payload_targets import AVRO_EXTRA_SCHEMAS, ID_STRIDE, PROTO_EXTRA_SCHEMAS, _sample_texts, avro_schemas, \
+    json_schemas, protobuf_decoders, protobuf_texts, sample_schemas
+from tests.fuzz.targets import LINKTYPES, TARGETS
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"

@@ -67,7 +67,7 @@ from tests.fuzz.run import instrument
 instrument()
 import capture.pipeline, dissector.connection, kdissect.dataset.rows
 import payloads.avro, payloads.decoder, payloads.framing, payloads.jsonvalues, payloads.protobuf, payloads.store
-from tests.fuzz.targets import avrofast_twins
+from tests.fuzz.payload_targets import avrofast_twins
 for fn in (capture.pipeline.Pipeline.run, dissector.connection.Connection.feed, kdissect.dataset.rows.RowBuilder.exchange,
            payloads.decoder.PayloadDecoder.decode, payloads.avro.AvroDecoder.decode, payloads.framing.message_indexes,
            payloads.jsonvalues.JsonDecoder.decode, payloads.protobuf.ProtobufDecoder.decode,
