@@ -11,6 +11,7 @@ before the targets run), and build what is fixed per process once (``Target.warm
 from __future__ import annotations
 
 import base64
+import functools
 import importlib.machinery
 import importlib.util
 import json
@@ -616,8 +617,10 @@ def sample_decoder() -> Any:
     return _DECODER[0]
 
 
-def _captured_schemas_records() -> list[tuple[bytes | None, bytes | None]]:
-    """The ``_schemas`` records the payload samples' producers sent (read from their captures)."""
+@functools.lru_cache(maxsize=1)
+def payload_records() -> tuple[tuple[str, str, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]], ...]:
+    """Every record the payload samples' producers sent (Produce requests): (folder, topic, key, value,
+    headers), in capture order."""
     from capture import read_capture
     from dissector.events import Exchange
     from dissector.records import decode_records
@@ -630,10 +633,16 @@ def _captured_schemas_records() -> list[tuple[bytes | None, bytes | None]]:
             if not isinstance(ex, Exchange) or ex.api_key != 0 or ex.request is None:
                 continue
             for r in partition_rows(0, "request", ex.api_version, ex.request.body):
-                if r.topic == "_schemas" and r.records is not None:
-                    out += [(m.key, m.value) for m in
-                            decode_records(r.records.data, max_decompressed=MAX_DECOMPRESSED).records()]
-    return out
+                if r.records is None:
+                    continue
+                for m in decode_records(r.records.data, max_decompressed=MAX_DECOMPRESSED).records():
+                    out.append((pcap.parent.name, r.topic, m.key, m.value, tuple(m.headers)))
+    return tuple(out)
+
+
+def _captured_schemas_records() -> list[tuple[bytes | None, bytes | None]]:
+    """The ``_schemas`` records the payload samples' producers sent (read from their captures)."""
+    return [(key, value) for _folder, topic, key, value, _headers in payload_records() if topic == "_schemas"]
 
 
 def _check_result(result: object, data: bytes | None) -> None:

@@ -11,7 +11,6 @@ protobuf's).
 
 from __future__ import annotations
 
-import functools
 import gzip
 import hashlib
 import io
@@ -27,9 +26,9 @@ from dissector.encoder import encode_data
 from dissector.events import Direction, Exchange
 from dissector.views import partition_rows
 from tests.capture import pcaptools as pt
-from tests.fuzz.harness import MAX_DECOMPRESSED, pack_chunks
+from tests.fuzz.harness import pack_chunks
 from tests.fuzz.payload_targets import AVRO_EXTRA_SCHEMAS, ID_STRIDE, PROTO_EXTRA_SCHEMAS, _sample_texts, avro_schemas, \
-    json_schemas, protobuf_decoders, protobuf_texts, sample_schemas
+    json_schemas, payload_records, protobuf_decoders, protobuf_texts, sample_schemas
 from tests.fuzz.targets import LINKTYPES, TARGETS
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -330,26 +329,6 @@ def tls_records() -> Iterator[bytes]:
 # -- record payloads ---------------------------------------------------------------------------
 
 PAYLOADS = SAMPLES / "payloads"
-
-
-@functools.lru_cache(maxsize=1)
-def payload_records() -> tuple[tuple[str, str, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]], ...]:
-    """Every record the payload samples' producers sent (Produce requests): (folder, topic, key, value,
-    headers), in capture order."""
-    from dissector.records import decode_records
-
-    out = []
-    for pcap in sorted(PAYLOADS.glob("*/*.pcap")):
-        for ce in read_capture(pcap):
-            ex = ce.event
-            if not isinstance(ex, Exchange) or ex.api_key != 0 or ex.request is None:
-                continue
-            for r in partition_rows(0, "request", ex.api_version, ex.request.body):
-                if r.records is None:
-                    continue
-                for m in decode_records(r.records.data, max_decompressed=MAX_DECOMPRESSED).records():
-                    out.append((pcap.parent.name, r.topic, m.key, m.value, tuple(m.headers)))
-    return tuple(out)
 
 
 def framed_payloads() -> Iterator[tuple[str, dict, bytes, int]]:
