@@ -6,7 +6,7 @@ cdef class Program:
     cdef bytes data
     cdef Py_ssize_t pos, end
     cdef int depth, max_depth
-    cdef long long empties
+    cdef long long empties, empty_floor
 
     cpdef object read(self, bytes data, Py_ssize_t start)
     @cython.locals(data=bytes, pos=Py_ssize_t, end=Py_ssize_t, shift=int, n="unsigned long long", b="unsigned long long",

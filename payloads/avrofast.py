@@ -61,7 +61,8 @@ class Program:
         self.end = 0
         self.depth = 0
         self.empties = 0
-        self.max_depth = MAX_DEPTH       # an attribute: compiled, a C int rather than a global's look-up
+        self.max_depth = MAX_DEPTH       # attributes: compiled, C ints rather than a global's look-up per value
+        self.empty_floor = MAX_EMPTY_ITEMS
 
     def read(self, data: bytes, start: int) -> Any:
         """The value that fills ``data[start:]``; ValueMismatch when the bytes are not one."""
@@ -71,7 +72,7 @@ class Program:
         self.depth = 0
         # Items of nothing (nulls) take no bytes: however many blocks claim them, a value holds at most
         # this many beyond its own size, so its list stays in proportion to its bytes.
-        self.empties = MAX_EMPTY_ITEMS + self.end - start
+        self.empties = self.empty_floor + self.end - start
         try:
             value = self.value(self.root)
         except UnicodeDecodeError:                     # caught here, not per string: the loop stays lean
