@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Set up and run kdissect on a bundled sample: .venv, editable install, decode, then the Spark
-# analysis with its HTML report.
+# Set up and run kdissect on a bundled sample: .venv, editable install, decode, then the analysis (on
+# the embedded engine: no Java) with its HTML report. A first setup installs pure Python, so the report
+# comes first, and compiles the hot path afterwards.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -33,11 +34,9 @@ follow_install() {
     done < <(tail -n +1 -F --pid="$pid" "$log" 2>/dev/null)
 }
 
-if [ ! -x .venv/bin/kdissect ] || ! .venv/bin/python -c "import pyspark.sql.connect.session" 2>/dev/null; then
-    echo "setting up .venv: pip install -e . (Spark is part of it; the hot path compiles on every core; log: .venv/pip.log)"
-    started=$SECONDS
-    python3 -m venv .venv
-    log=.venv/pip.log
+# pip install -e . into .venv, its progress followed; KDISSECT_PURE=1 in the environment skips compiling.
+install() {
+    local log=.venv/pip.log pip_pid
     : >"$log"
     ( .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -v -e . ) >>"$log" 2>&1 &
     pip_pid=$!
@@ -47,19 +46,36 @@ if [ ! -x .venv/bin/kdissect ] || ! .venv/bin/python -c "import pyspark.sql.conn
         echo "pip install failed (the whole log: .venv/pip.log)" >&2
         exit 1
     fi
-    echo "set up in $((SECONDS - started)) s: $(.venv/bin/kdissect --version)"
+}
+
+compile_later=0
+if [ ! -x .venv/bin/kdissect ] || ! .venv/bin/python -c "import pysail.spark, pyspark.sql.connect.session" 2>/dev/null; then
+    echo "setting up .venv: pip install -e . (pure Python first, so the report comes first; log: .venv/pip.log)"
+    started=$SECONDS
+    python3 -m venv .venv
+    KDISSECT_PURE=1 install
+    echo "set up in $((SECONDS - started)) s"
+    compile_later=1
+fi
+
+.venv/bin/kdissect decode "$sample" -o out/
+echo
+echo "analyzing out/ (the embedded engine: no JVM) ..."
+.venv/bin/kdissect analyze out/ --report report.html --json results.json
+echo
+echo "The report: $PWD/report.html (open it in a browser; it needs no network)"
+echo "Next: .venv/bin/kdissect show $sample --api Produce"
+echo "      .venv/bin/python -m analysis groups out/      # one job's tables"
+echo "      .venv/bin/kdissect analyze out/ --engine spark   # the same tables on JVM Spark (Java 17)"
+
+if [ "$compile_later" = 1 ]; then
+    echo
+    echo "compiling the hot path on every core for full decoding speed (a few minutes; kdissect works meanwhile) ..."
+    started=$SECONDS
+    install
+    echo "compiled in $((SECONDS - started)) s: $(.venv/bin/kdissect --version)"
     case "$(.venv/bin/kdissect --version)" in
         *pure\ Python*) echo "note: the hot path did not compile (see .venv/pip.log): kdissect runs as pure Python," \
                              "slower, same output" ;;
     esac
 fi
-
-.venv/bin/kdissect decode "$sample" -o out/
-echo
-echo "analyzing out/ with Spark (local[*]) ..."
-.venv/bin/kdissect analyze out/ --master 'local[*]' --report report.html --json results.json
-echo
-echo "The report: $PWD/report.html (open it in a browser; it needs no network)"
-echo "Next: .venv/bin/kdissect show $sample --api Produce"
-echo "      .venv/bin/python -m analysis groups out/      # one job's tables"
-echo "      .venv/bin/kdissect spark-server start          # keep Spark warm: analyses then answer in seconds"

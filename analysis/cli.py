@@ -23,10 +23,11 @@ from analysis.exceptions import AnalysisError, UsageError
 
 HELP = """\
 Runs every analysis job (latency, errors, throughput, consumer groups, lag,
-producers, inventory, findings) with Spark over one or more datasets written by
-'kdissect decode', prints the key tables worst first, and writes what is asked:
-an HTML report with plots, all tables as one JSON object, or one Parquet/CSV
-file per table. Needs Java 17 or newer (Spark runs on the JVM).
+producers, inventory, findings) over one or more datasets written by 'kdissect
+decode', prints the key tables worst first, and writes what is asked: an HTML
+report with plots, all tables as one JSON object, or one Parquet/CSV file per
+table. It runs on the embedded engine (Sail, in this process: no Java) unless
+--engine spark, a --master or --remote says otherwise; JVM Spark needs Java 17.
 
 examples:
   kdissect analyze out/ --report report.html
@@ -113,23 +114,26 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark=None) -> int:
     """Compute every table and write what ``args`` asks; raises AnalysisError for the caller to print."""
     out = out or sys.stdout
     from analysis.dataset import check_paths
-    from analysis.session import Spark, check_start, remote_url, start
+    from analysis.session import check_start, engine_for, remote_url, running_on, start
 
     # Everything that can be wrong without Spark answers at once, before a JVM starts.
     request = runner.check_arguments(args)
     size = check_paths(args.datasets)
     remote = remote_url(getattr(args, "remote", None))
+    engine = getattr(args, "engine", None)
     if spark is None:
-        check_start(args.master, remote)
+        check_start(args.master, remote, engine)
     stats = runner.Stats()
     started = stats.started
     progress = runner.Progress(sys.stderr, "analyze")
     if progress.enabled:
-        progress.stream.write("analyze: starting Spark ..." if not remote else f"analyze: connecting to {remote} ...")
+        kind = engine_for(engine, args.master, remote)
+        progress.stream.write(f"analyze: connecting to {remote} ..." if remote else
+                              f"analyze: starting {'the embedded engine' if kind == 'sail' else 'Spark'} ...")
         progress.stream.flush()
-    running = Spark(spark) if spark is not None else start("kdissect-analyze", args.master, request.conf, remote,
-                                                            size, checked=True)
-    stats.mark("Spark session" if not remote else f"Spark Connect session at {remote}", started)
+    running = running_on(spark) if spark is not None else start("kdissect-analyze", args.master, request.conf, remote,
+                                                            size, checked=True, engine=engine)
+    stats.mark(f"Spark Connect session at {remote}" if remote else "engine start", started)
     try:
         try:
             results = runner.analyze(running, request, runner.JOBS, progress, stats)

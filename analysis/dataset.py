@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,9 +25,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
+    ByteType,
+    DataType,
     DoubleType,
     IntegerType,
     LongType,
+    ShortType,
     StringType,
     StructField,
     StructType,
@@ -140,6 +144,41 @@ SCHEMAS: dict[str, StructType] = {
 }
 
 
+# Columns the writer stores narrower than the jobs read them. Each is read as stored and then widened:
+# Spark's reader widens a Parquet int16 read as an int itself, an embedded engine refuses the mismatch.
+STORED: dict[str, dict[str, DataType]] = {
+    "exchanges": {"api_key": ShortType(), "api_version": ShortType(), "error_code": ShortType()},
+    "partitions": {"api_key": ShortType(), "api_version": ShortType(), "error_code": ShortType(),
+                   "batch_count": IntegerType()},
+    "records": {"api_key": ShortType(), "magic": ByteType(), "producer_epoch": ShortType()},
+}
+# The Arrow type names of a file's columns a table's schema reads (older writers' differ: one clear error).
+_ARROW_NAMES = {ByteType: "int8", ShortType: "int16", IntegerType: "int32", LongType: "int64", DoubleType: "double",
+                BooleanType: "bool", StringType: "string"}
+
+
+def stored_schema(table: str) -> StructType:
+    """``table``'s schema with each column as the writer stores it (:data:`STORED`)."""
+    narrow = STORED.get(table, {})
+    return StructType([StructField(f.name, narrow.get(f.name, f.dataType), True) for f in SCHEMAS[table].fields])
+
+
+def widened(df: DataFrame, table: str) -> DataFrame:
+    """``df`` read by :func:`stored_schema` with every column as the jobs read it (:data:`SCHEMAS`)."""
+    narrow = STORED.get(table, {})
+    if not narrow:
+        return df
+    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) if f.name in narrow else F.col(f.name)
+                       for f in SCHEMAS[table].fields])
+
+
+def _arrow_name(arrow_type: object) -> str:
+    text = str(arrow_type)
+    if text.startswith("timestamp"):
+        return "timestamp"
+    return {"large_string": "string", "string_view": "string"}.get(text, text)
+
+
 # Written only on request (``kdissect decode --records``): absent reads as empty.
 OPTIONAL = frozenset({"records"})
 # Every dataset has these directories, even for a capture without Kafka traffic.
@@ -163,6 +202,7 @@ class Dataset:
     empty: frozenset[str] = frozenset()     # tables no dataset has a file of (records, without --records)
     kept: list[tuple[DataFrame, str]] = field(default_factory=list, compare=False, repr=False)
     checkpoint: str | None = None           # keep() by local checkpoints at this StorageLevel, else persist
+    scratch: str | None = None              # keep() by writing Parquet under this directory (before checkpoint)
 
     def keep(self, df: DataFrame) -> DataFrame:
         """``df`` kept until :meth:`release`: for a frame several tables read.
@@ -178,9 +218,19 @@ class Dataset:
         It comes back as a temporary view of itself: the queries built on it then name it instead of
         repeating its whole plan, which Spark would otherwise analyze again in every one of them (and a
         Spark Connect client would send every time).
+
+        With ``scratch`` (the embedded engine, which keeps nothing it is asked to persist) the frame is
+        written once as Parquet under that directory and read back: every query then reads its typed
+        columns, and none computes the frame again. It goes with the directory, as the command ends.
         """
         from pyspark import StorageLevel
         name = f"kdissect_{uuid.uuid4().hex}"
+        if self.scratch is not None:
+            where = os.path.join(self.scratch, name)
+            df.write.parquet(where)
+            self.kept.append((df, where))
+            # Its schema given: an empty frame writes no file to infer one from.
+            return df.sparkSession.read.schema(df.schema).parquet(where)
         if self.checkpoint is not None:
             kept = df.localCheckpoint(eager=True, storageLevel=getattr(StorageLevel, self.checkpoint))
         else:
@@ -194,6 +244,9 @@ class Dataset:
         checkpoint's go at the JVM's next collection)."""
         while self.kept:
             kept, name = self.kept.pop()
+            if self.scratch is not None:
+                shutil.rmtree(name, ignore_errors=True)
+                continue
             kept.sparkSession.catalog.dropTempView(name)
             if self.checkpoint is None:
                 kept.unpersist(blocking=False)
@@ -225,16 +278,24 @@ def check_local(path: str) -> tuple[dict[str, list[str]], int, int]:
         directory = os.path.join(path, table)
         files[table] = _parquet_files(directory) if os.path.isdir(directory) else []
         needed = SCHEMAS[table].fieldNames()
+        expected = {f.name: "timestamp" if isinstance(f.dataType, TimestampType) else _ARROW_NAMES[type(f.dataType)]
+                    for f in stored_schema(table).fields}
         for file in files[table]:
             try:
                 meta = pq.read_metadata(file)
             except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
                 raise DatasetError(f"{file}: not a readable Parquet file ({exc})") from None
-            have = set(meta.schema.to_arrow_schema().names)
+            arrow = meta.schema.to_arrow_schema()
+            have = set(arrow.names)
             absent = [c for c in needed if c not in have]
             if absent:
                 raise DatasetError(f"{file}: no column {', '.join(absent)}: written by an older kdissect; "
                                    "decode the capture again with this version")
+            for name in needed:
+                found = _arrow_name(arrow.field(name).type)
+                if found != expected[name]:
+                    raise DatasetError(f"{file}: column {name} is {found}, expected {expected[name]}: written by "
+                                       "another kdissect; decode the capture again with this version")
             size += os.path.getsize(file)
             if table == "exchanges":
                 rows += meta.num_rows
@@ -275,7 +336,8 @@ def load(spark: SparkSession, paths: Sequence[str], since: dt.datetime | None = 
             for t in SCHEMAS:
                 remote[t].append(path.rstrip("/") + "/" + t)
             continue
-        found, nbytes, nrows = check_local(path)
+        # Absolute: a Spark Connect server on this machine resolves a relative path from its own directory.
+        found, nbytes, nrows = check_local(os.path.abspath(path))
         for t, fs in found.items():
             files[t] += fs
         size, rows = size + nbytes, rows + nrows
@@ -286,7 +348,7 @@ def load(spark: SparkSession, paths: Sequence[str], since: dt.datetime | None = 
         sources = files[table] + remote[table]
         if not sources:
             return spark.createDataFrame([], SCHEMAS[table])
-        df = spark.read.schema(SCHEMAS[table]).parquet(*sources)
+        df = widened(spark.read.schema(stored_schema(table)).parquet(*sources), table)
         if remote[table]:
             have = set(spark.read.parquet(*remote[table]).columns)
             absent = [c for c in SCHEMAS[table].fieldNames() if c not in have]
@@ -307,7 +369,7 @@ def load(spark: SparkSession, paths: Sequence[str], since: dt.datetime | None = 
     )
 
 
-def cached(ds: Dataset, checkpoint: str | None = None) -> Dataset:
+def cached(ds: Dataset, checkpoint: str | None = None, scratch: str | None = None) -> Dataset:
     """The dataset as the jobs read it: exchanges as facts (every body field a job reads as a typed
     column, each body parsed once, the bodies themselves dropped: see :mod:`analysis.facts`), kept
     (:meth:`Dataset.keep`, by local checkpoints at the StorageLevel ``checkpoint`` when given) so the
@@ -317,7 +379,7 @@ def cached(ds: Dataset, checkpoint: str | None = None) -> Dataset:
     from dataclasses import replace
 
     from analysis.facts import exchange_facts
-    out = replace(ds, kept=[], checkpoint=checkpoint)
+    out = replace(ds, kept=[], checkpoint=checkpoint, scratch=scratch)
     return replace(out, exchanges=out.keep(exchange_facts(ds.exchanges)))
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.window import WindowSpec
 
 # capture + connection + correlation_id identify an exchange in every table.
 KEYS = ["capture", "connection", "correlation_id"]
@@ -64,12 +63,48 @@ def failed(error_code: str = "error_code") -> Column:
     return F.col(error_code).isNotNull() & (F.col(error_code) != 0)
 
 
-def in_group_order(df: DataFrame, keys: Sequence[str], *values: str) -> DataFrame:
-    """``df`` with each group's rows (``keys``) in one partition, sorted by ``values``: for
-    ``percentile_approx`` over those values. Its summary of a group past its accuracy's size (10,000 rows)
-    depends on the order it meets the rows and merges partial summaries, which a shuffle's fetch order
-    changes from run to run: so did the p50 of a 200,000-exchange capture's busiest topic."""
-    return df.repartition(*keys).sortWithinPartitions(*keys, *values)
+# Percentiles are exact and nearest-rank: the p-th percentile of n values is the value at rank ceil(p * n)
+# (1-based) of them sorted, a value of the data itself. Both engines compute it alike from each group's
+# sorted values; their approximate percentiles do not agree (Spark's summary returns a value of the data,
+# the embedded engine's digest interpolates), nor does an exact interpolating one with a nearest rank.
+# p is taken as a fraction of RANK_SCALE so the rank is integer arithmetic: 0.99 * 100 is 99.00000000000001
+# in doubles, whose ceiling is 100, not 99.
+RANK_SCALE = 1_000_000
+
+
+def sorted_values(value: str | Column, window: WindowSpec | None = None) -> Column:
+    """A group's non-null values of ``value`` (or a window's, with ``window``) sorted ascending: what
+    :func:`nearest_rank` reads."""
+    values = F.collect_list(value)
+    return F.array_sort(values if window is None else values.over(window))
+
+
+def nearest_rank(values: Column, p: float) -> Column:
+    """The ``p``-th percentile (0 < p <= 1) of the sorted array ``values``: its element at rank
+    ceil(p * n), null for an empty array."""
+    if not 0 < p <= 1:
+        raise ValueError(f"percentile {p!r}: expected 0 < p <= 1")
+    scaled = round(p * RANK_SCALE)
+    n = F.size(values).cast("long")
+    rank = ((n * F.lit(scaled) + F.lit(RANK_SCALE - 1)) / F.lit(RANK_SCALE)).cast("long")   # exact: floor division
+    return F.when(n > 0, F.element_at(values, F.greatest(rank, F.lit(1)).cast("int")))
+
+
+def percentile(value: str | Column, p: float, window: WindowSpec | None = None) -> Column:
+    """The exact nearest-rank ``p``-th percentile of a group's values of ``value`` (an aggregate; over
+    ``window`` when given): nulls skipped, null when there are none."""
+    return nearest_rank(sorted_values(value, window), p)
+
+
+def where_lambda(df: DataFrame, condition: Column) -> DataFrame:
+    """``df.where(condition)`` for a ``condition`` that reads a higher-order function's result (``transform``,
+    ``filter``, ``exists``, ``aggregate``, or a column computed by one). Shim for the embedded engine, Sail
+    0.7: its planner moves a filter down to the scan and loses the lambda variables on the way
+    (``No field named "?table?".<column>``). A row is kept by a generator instead, which neither engine
+    moves a filter through: the same rows on both (null counts as false, as in ``where``).
+    (tests/analysis/test_frames.py holds both to it.)"""
+    kept = "_kdissect_kept"
+    return df.select("*", F.explode(F.when(condition, F.array(F.lit(True)))).alias(kept)).drop(kept)
 
 
 def ordered(df: DataFrame, *order: str | Column) -> DataFrame:

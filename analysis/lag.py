@@ -35,7 +35,6 @@ from pyspark.sql import functions as F
 
 from analysis import facts, frames, runner
 from analysis.dataset import Dataset
-from analysis.latency import ACCURACY
 from analysis.options import Options
 
 TP = ["topic", "partition"]
@@ -148,9 +147,10 @@ def produce_to_fetch(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
              .where(F.col("fetched_ts") >= F.col("produced_ts"))
              .groupBy(*TP, "client_id", "offset")
              .agg(F.min(frames.millis_between("produced_ts", "fetched_ts")).alias("delay_ms")))
-    q = F.percentile_approx("delay_ms", [0.5, 0.99], ACCURACY)
-    return (frames.in_group_order(first, [*TP, "client_id"], "delay_ms").groupBy(*TP, "client_id")
-            .agg(F.count(F.lit(1)).alias("count"), q[0].alias("p50_ms"), q[1].alias("p99_ms"),
+    delays = frames.sorted_values("delay_ms")
+    return (first.groupBy(*TP, "client_id")
+            .agg(F.count(F.lit(1)).alias("count"), frames.nearest_rank(delays, 0.5).alias("p50_ms"),
+                 frames.nearest_rank(delays, 0.99).alias("p99_ms"),
                  F.max("delay_ms").alias("max_ms")))
 
 

@@ -35,8 +35,6 @@ from analysis.frames import ordered
 from analysis.options import Options
 
 QUANTILES = (0.5, 0.9, 0.99, 0.999)
-# percentile_approx's default accuracy: exact (an observed value) on groups of up to 10,000.
-ACCURACY = 10_000
 # Histogram buckets: four per decade, from 1 µs up.
 BUCKETS_PER_DECADE = 4
 FLOOR_MS = 0.001
@@ -84,9 +82,10 @@ def mean(value: str) -> Column:
 
 
 def stats(value: str = "latency_ms") -> list[Column]:
-    q = F.percentile_approx(value, list(QUANTILES), ACCURACY)
+    values = frames.sorted_values(value)      # one sort per group for the four percentiles
+    p50, p90, p99, p999 = (frames.nearest_rank(values, p) for p in QUANTILES)
     return [F.count(F.lit(1)).alias("count"), mean(value).alias("mean_ms"),
-            q[0].alias("p50_ms"), q[1].alias("p90_ms"), q[2].alias("p99_ms"), q[3].alias("p999_ms"),
+            p50.alias("p50_ms"), p90.alias("p90_ms"), p99.alias("p99_ms"), p999.alias("p999_ms"),
             F.max(value).alias("max_ms")]
 
 
@@ -94,7 +93,7 @@ STATS = ["count", "mean_ms", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"]
 
 
 def percentiles(rows: DataFrame, *keys: str) -> DataFrame:
-    return frames.in_group_order(rows, keys, "latency_ms").groupBy(*keys).agg(*stats())
+    return rows.groupBy(*keys).agg(*stats())
 
 
 def by_api(rows: DataFrame) -> DataFrame:
@@ -142,8 +141,7 @@ def spikes(windows: DataFrame, factor: float = 3.0, min_count: int = 5) -> DataF
 
     ``min_count`` keeps a window holding one slow request from counting as a spike.
     """
-    baseline = frames.in_group_order(windows, ["api_name"], "p99_ms").groupBy("api_name").agg(
-        F.percentile_approx("p99_ms", 0.5, ACCURACY).alias("baseline_p99_ms"))
+    baseline = windows.groupBy("api_name").agg(frames.percentile("p99_ms", 0.5).alias("baseline_p99_ms"))
     return (windows.join(baseline, "api_name")
             .withColumn("ratio", F.col("p99_ms") / F.col("baseline_p99_ms"))
             .where((F.col("count") >= min_count) & (F.col("p99_ms") >= F.col("baseline_p99_ms") * factor))

@@ -66,7 +66,6 @@ def per_request(exchanges: DataFrame) -> DataFrame:
     return (facts.typed(exchanges).where((F.col("api_key") == frames.PRODUCE) & F.col("has_request"))
             .select("client_id", F.col("req_transactional_id").alias("transactional_id"),
                     frames.batch_entries().alias("entries"))
-            .where(F.size("entries") > 0)
             .select("client_id", "transactional_id", F.explode(F.transform(ids, of)).alias("b"))
             .select("client_id", "transactional_id", "b.*"))
 

@@ -46,11 +46,7 @@ def parse_time(text: str) -> dt.datetime:
 def add_arguments(p: argparse.ArgumentParser, *, report: bool) -> None:
     p.add_argument("datasets", nargs="+", metavar="DATASET",
                    help="directories written by `kdissect decode` (several are read as one)")
-    p.add_argument("--master", help="Spark master, e.g. local[2] or spark://host:7077 (default: local[*], "
-                                    "or spark-submit's)")
-    p.add_argument("--remote", metavar="sc://HOST:PORT",
-                   help="run on a Spark Connect server that is already up (kdissect spark-server start): no JVM "
-                        "to start, answers in seconds (default: $KDISSECT_SPARK_REMOTE)")
+    add_engine_arguments(p)
     p.add_argument("--since", type=parse_time, metavar="T", help="only traffic at or after T (ISO-8601, UTC)")
     p.add_argument("--until", type=parse_time, metavar="T", help="only traffic before T (ISO-8601, UTC)")
     p.add_argument("--window", metavar="INTERVAL",
@@ -69,6 +65,18 @@ def add_arguments(p: argparse.ArgumentParser, *, report: bool) -> None:
     p.add_argument("--rules", metavar="FILE.toml", help="findings thresholds from a TOML file, one table per rule")
     p.add_argument("--profile", action="store_true",
                    help="print on stderr where the time went (Spark start, reading, each table) and the Spark jobs run")
+
+
+def add_engine_arguments(p: argparse.ArgumentParser) -> None:
+    """``--engine``, ``--master`` and ``--remote``: where the analysis runs (:func:`analysis.session.engine_for`)."""
+    p.add_argument("--engine", choices=("sail", "spark"), default=None,
+                   help="sail: the embedded engine, no JVM, answers in about a second (the default, or "
+                        "$KDISSECT_ENGINE); spark: JVM Spark local[*] (Java 17), the engine for clusters")
+    p.add_argument("--master", help="JVM Spark's master, e.g. local[2] or spark://host:7077 (implies --engine spark; "
+                                    "default: local[*], or spark-submit's)")
+    p.add_argument("--remote", metavar="sc://HOST:PORT",
+                   help="run on a Spark Connect server that is already up, Sail's or Spark's (kdissect "
+                        "spark-server start) (default: $KDISSECT_SPARK_REMOTE)")
 
 
 def spark_conf(pairs: Sequence[str]) -> dict[str, str]:
@@ -227,17 +235,19 @@ def workers(spark: Any) -> int:
     return max(2, min(8, 2 * cores))
 
 
-def prepare(spark: Any, request: Request, stats: Stats | None = None, checkpoints: bool = False) -> Any:
+def prepare(spark: Any, request: Request, stats: Stats | None = None, checkpoints: bool = False,
+            scratch: str | None = None) -> Any:
     """The datasets read and cut to the time range, exchanges parsed into facts and kept, the window chosen:
     ``(dataset, options)``. The facts are kept by one Spark job, and one small query over them gives the
     capture's span and what it holds (:func:`inventory`). ``checkpoints``: what the run keeps may be
     local checkpoints, which Spark frees only when its JVM collects them: a JVM of this command's own, or
-    a server that collects its garbage often (:meth:`analysis.dataset.Dataset.keep`)."""
+    a server that collects its garbage often (:meth:`analysis.dataset.Dataset.keep`); ``scratch``: a directory
+    to keep them in as Parquet instead (the embedded engine)."""
     from analysis import dataset, session
 
     t0 = time.monotonic()
     loaded = dataset.load(spark, request.datasets, request.since, request.until)
-    ds = dataset.cached(loaded, session.checkpoint_level(loaded.input_bytes) if checkpoints else None)
+    ds = dataset.cached(loaded, session.checkpoint_level(loaded.input_bytes) if checkpoints else None, scratch)
     session.size_shuffle(spark, ds.input_bytes, user_set="spark.sql.shuffle.partitions" in request.conf)
     present, first, last = inventory(ds)
     if stats:
@@ -304,16 +314,16 @@ def _analyze(spark: Any, request: Request, jobs: Sequence[str],
 
     from analysis import session
 
-    running = spark if isinstance(spark, session.Spark) else session.Spark(spark)
+    running = session.running_on(spark)
     spark = running.session
     stats = stats or Stats()
     group = f"kdissect-{os.getpid()}-{id(stats):x}"
     session.in_thread(spark, "kdissect-main", group)()
     try:
-        ds, opts = prepare(spark, request, stats, checkpoints=running.keeps_checkpoints())
+        ds, opts = prepare(spark, request, stats, checkpoints=running.keeps_checkpoints(), scratch=running.scratch)
     except Exception as exc:
         running.check_alive(exc)
-        failure = session.query_failure(exc)
+        failure = session.query_failure(exc, embedded=running.embedded is not None)
         if failure is not None:
             raise failure from None
         raise
@@ -345,12 +355,17 @@ def _analyze(spark: Any, request: Request, jobs: Sequence[str],
     pending: dict[Future, tuple[str, Any]] = {pool.submit(task, build, job): ("build", job) for job in jobs}
     total = done = 0
     lost = failed = False    # lost: the link to Spark broke, nothing left to ask it
+    failing: str | None = None   # the job or table whose query failed
     try:
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
                 kind, key = pending.pop(future)
-                result = future.result()
+                try:
+                    result = future.result()
+                except BaseException:
+                    failing = key if kind == "build" else key[0]
+                    raise
                 if kind == "build":
                     built[key] = result
                     for name, value in result.items():
@@ -371,7 +386,7 @@ def _analyze(spark: Any, request: Request, jobs: Sequence[str],
         lost = session.connection_lost(exc)
         running.check_alive(exc)
         session.cancel(spark, group)
-        failure = session.query_failure(exc)
+        failure = session.query_failure(exc, failing, embedded=running.embedded is not None)
         if failure is not None:
             raise failure from None
         raise
@@ -544,15 +559,15 @@ def run_job(job: str, tables: Tables, argv: Sequence[str] | None = None, out: Te
     args = p.parse_args(argv)
     out = out or sys.stdout
     from analysis.dataset import check_paths
-    from analysis.session import Spark, remote_url, start
+    from analysis.session import remote_url, running_on, start
 
     try:
         request = check_arguments(args)
         size = check_paths(args.datasets)
         stats = Stats()
         t0 = time.monotonic()
-        running = Spark(spark) if spark is not None else start(f"kdissect-{job}", args.master, request.conf,
-                                                                remote_url(args.remote), size)
+        running = running_on(spark) if spark is not None else start(f"kdissect-{job}", args.master, request.conf,
+                                                                remote_url(args.remote), size, engine=args.engine)
         stats.mark("Spark session", t0)
         try:
             progress = Progress(sys.stderr, f"analysis {job}")

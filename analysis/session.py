@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,17 +210,47 @@ def check_reachable(what: str, addresses: list[tuple[str, int]], hint: str = "")
     raise SparkUnavailable(f"{what} is unreachable ({'; '.join(dict.fromkeys(problems))}){hint}")
 
 
+ENGINES = ("sail", "spark")
+ENGINE_ENV = "KDISSECT_ENGINE"
+
+
+def engine_for(engine: str | None = None, master: str | None = None, remote: str | None = None) -> str:
+    """Which Spark a command runs on: ``"remote"`` (a Spark Connect server at ``remote``, whatever runs it),
+    ``"spark"`` (JVM Spark: ``--engine spark``, a ``--master``, or under spark-submit) or ``"sail"`` (the
+    embedded engine, :mod:`analysis.sail`: the default). ``engine`` is ``--engine``, else
+    ``KDISSECT_ENGINE``; BadMaster for a choice that contradicts itself."""
+    chosen = engine or os.environ.get(ENGINE_ENV) or None
+    if chosen is not None and chosen not in ENGINES:
+        raise BadMaster(f"{'--engine' if engine else ENGINE_ENV} {chosen!r}: expected one of {', '.join(ENGINES)}")
+    if remote:
+        if engine is not None:
+            raise BadMaster("--engine and --remote both given: a Spark Connect server runs its own engine")
+        return "remote"
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return "spark"
+    if master:
+        if engine == "sail":
+            raise BadMaster(f"--master {master} runs JVM Spark, --engine sail the embedded engine: give one")
+        return "spark"
+    return chosen or "sail"
+
+
 def remote_url(remote: str | None) -> str | None:
     """The Spark Connect URL to use: ``--remote``, else ``KDISSECT_SPARK_REMOTE``, else None (start Spark)."""
     return remote or os.environ.get(REMOTE_ENV) or None
 
 
-def check_start(master: str | None = None, remote: str | None = None) -> None:
+def check_start(master: str | None = None, remote: str | None = None, engine: str | None = None) -> None:
     """Everything about starting Spark that can fail before it starts: the URL, whether it answers, Java.
 
-    ``remote``: a Spark Connect server (no Java needed here). Else ``master`` (default ``local[*]``);
-    under spark-submit (PYSPARK_GATEWAY_PORT set) Spark is already running and nothing is checked.
+    ``remote``: a Spark Connect server (no Java needed here). The embedded engine (:func:`engine_for`):
+    that it is installed, with a pyspark it serves. Else ``master`` (default ``local[*]``); under
+    spark-submit (PYSPARK_GATEWAY_PORT set) Spark is already running and nothing is checked.
     """
+    if engine_for(engine, master, remote) == "sail":
+        from analysis import sail
+        sail.check()
+        return
     if remote:
         if master:
             raise BadMaster("--master and --remote (or KDISSECT_SPARK_REMOTE) both given: a Spark Connect "
@@ -257,8 +288,9 @@ def _first_line(exc: BaseException) -> str:
     return (lines[0] if lines else type(exc).__name__)[:300]
 
 
-def query_failure(exc: BaseException) -> AnalysisError | None:
-    """The one-line error for a Spark query that failed with ``exc``; None when ``exc`` is not Spark's."""
+def query_failure(exc: BaseException, table: str | None = None, embedded: bool = False) -> AnalysisError | None:
+    """The one-line error for a Spark query that failed with ``exc`` (computing ``table``, when known); None
+    when ``exc`` is not Spark's. On the embedded engine (``embedded``) it names JVM Spark as the way around."""
     from pyspark.errors import PySparkException
     if not (isinstance(exc, PySparkException) or type(exc).__name__ == "Py4JJavaError"):
         return None
@@ -266,8 +298,12 @@ def query_failure(exc: BaseException) -> AnalysisError | None:
     # Spark's own advice after the first sentence is long and names settings kdissect sets itself.
     sentence = text.split(". ", 1)[0]
     text = sentence + "." if len(sentence) >= 20 and sentence != text else text
+    where = f" (table {table})" if table else ""
+    if embedded:
+        return SparkFailed(f"the embedded engine failed during the analysis{where}: {text} (run it on JVM Spark "
+                           "with --engine spark)")
     hint = " (give Spark more with --conf spark.driver.memory=4g)" if "memory" in text.lower() else ""
-    return SparkFailed(f"Spark failed during the analysis: {text}{hint}")
+    return SparkFailed(f"Spark failed during the analysis{where}: {text}{hint}")
 
 
 # How long a JVM whose connection broke may take to exit (its shutdown hooks) before the failure is
@@ -308,6 +344,10 @@ class Spark:
     # :func:`start` built this Spark for one command, which stops it (not a session handed in by a
     # notebook, nor a Spark Connect server that outlives the command): what it keeps needs no freeing.
     owned: bool = False
+    embedded: Any = None    # the embedded engine's server (analysis.sail.Embedded), stopped with the command
+    # Where an analysis materialises what several tables read (analysis.dataset.Dataset.keep) when the
+    # engine keeps nothing itself: a directory of this command's own, removed as it stops.
+    scratch: str | None = None
 
     def _jvm(self) -> subprocess.Popen | None:
         """The JVM process this process started, if it did."""
@@ -333,6 +373,9 @@ class Spark:
         if self.died() or (self.lost and self.host is not None):
             raise SparkUnavailable("Spark's JVM died during the analysis (out of memory? give it more with "
                                    "--conf spark.driver.memory=4g)")
+        if self.lost and self.embedded is not None:
+            raise SparkUnavailable("the embedded engine stopped answering during the analysis; run it again, or "
+                                   "with --engine spark")
         if self.lost:
             raise SparkUnavailable("the Spark Connect server stopped answering during the analysis; is it still "
                                    "running? (kdissect spark-server start)")
@@ -345,6 +388,15 @@ class Spark:
                 os.environ.pop(CONNECT_MODE_ENV, None)
 
     def _stop(self) -> None:
+        if self.embedded is not None:
+            try:
+                if not self.lost:
+                    self.session.stop()
+            finally:
+                self.embedded.stop()
+                if self.scratch is not None:
+                    shutil.rmtree(self.scratch, ignore_errors=True)
+            return
         if self.died():
             return
         if self.lost:   # nothing to ask a Spark that stopped answering: a JVM of ours still exiting is ended
@@ -371,7 +423,18 @@ class Spark:
         """Whether an analysis may keep its frames as local checkpoints, which Spark frees only once its
         JVM has collected them: in a JVM of this command's own, or on a server that collects often
         (:func:`frees_checkpoints`)."""
+        if self.embedded is not None:      # checkpoints are JVM Spark's: the embedded engine keeps in scratch
+            return False
         return self.owned or (is_remote(self.session) and frees_checkpoints(self.session))
+
+
+def running_on(spark: Any) -> Spark:
+    """``spark`` (a session, or a :class:`Spark`) as a :class:`Spark` the analysis runs on and leaves running:
+    a session of the embedded engine (:func:`build_session`) keeps its engine's scratch directory."""
+    if isinstance(spark, Spark):
+        return spark
+    embedded, scratch = getattr(spark, "_kdissect_embedded", (None, None))
+    return Spark(spark, embedded=embedded, scratch=scratch)
 
 
 def local_master(master: str | None) -> bool:
@@ -379,20 +442,23 @@ def local_master(master: str | None) -> bool:
 
 
 def start(app_name: str, master: str | None = None, conf: dict[str, str] | None = None, remote: str | None = None,
-          input_bytes: int = 0, checked: bool = False, connect: bool = True) -> Spark:
-    """Spark for one command: a client of the Connect server at ``remote``; else, locally, a JVM of our
-    own tuned to ``input_bytes`` of Parquet and served over Spark Connect (``connect=False``: a classic
-    session); else (a cluster master, spark-submit) a classic session. SparkUnavailable (one line) when
-    it cannot start; ``checked``: :func:`check_start` already passed."""
+          input_bytes: int = 0, checked: bool = False, connect: bool = True, engine: str | None = None) -> Spark:
+    """Spark for one command (:func:`engine_for`): a client of the Connect server at ``remote``; the
+    embedded engine, started in this process; else, locally, a JVM of our own tuned to ``input_bytes`` of
+    Parquet and served over Spark Connect (``connect=False``: a classic session); else (a cluster master,
+    spark-submit) a classic session. SparkUnavailable (one line) when it cannot start; ``checked``:
+    :func:`check_start` already passed."""
     if not checked:
-        check_start(master, remote)
+        check_start(master, remote, engine)
+    if engine_for(engine, master, remote) == "sail":
+        return start_embedded(app_name, conf)
     if remote:
         # The session's own SQL settings for the input's size (a Connect session's settings are its own).
         marked = CONNECT_MODE_ENV in os.environ
         return Spark(_remote_session(app_name, remote, {**conf_for_size(input_bytes), **(conf or {})}),
                      connect_mark=not marked)
     if "PYSPARK_GATEWAY_PORT" in os.environ or not local_master(master):
-        return Spark(build_session(app_name, master, conf, checked=True), owned=True)
+        return Spark(build_session(app_name, master, conf, checked=True, engine="spark"), owned=True)
     settings = {**LOCAL_TUNING, **conf_for_size(input_bytes)}
     heap = jvm.driver_memory(input_bytes)
     if heap is not None:              # a --conf spark.driver.memory given still wins (conf goes last)
@@ -414,7 +480,7 @@ def start(app_name: str, master: str | None = None, conf: dict[str, str] | None 
         # The server takes its token from its environment (its command line is visible to every user).
         os.environ[TOKEN_ENV] = token
     try:
-        host = build_session(app_name, master, {**settings, **(conf or {})}, checked=True)
+        host = build_session(app_name, master, {**settings, **(conf or {})}, checked=True, engine="spark")
     except BaseException:
         if archive is not None:
             archive.release()
@@ -439,6 +505,31 @@ def start(app_name: str, master: str | None = None, conf: dict[str, str] | None 
         host.stop()
         raise
     return Spark(session, host, archive, connect_mark=not marked, owned=True)
+
+
+def start_embedded(app_name: str, conf: dict[str, str] | None = None) -> Spark:
+    """The embedded engine (:mod:`analysis.sail`) started in this process, and a session of it in UTC with
+    ``conf``; stopped, with its scratch directory, by :meth:`Spark.stop`."""
+    import tempfile
+
+    from analysis import sail
+    embedded = sail.start()
+    marked = CONNECT_MODE_ENV in os.environ
+    try:
+        session = _remote_session(app_name, embedded.url, conf, engine="the embedded engine")
+        # A server inside this process does not come back once gone: fail in seconds.
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+        session.client.set_retry_policies([DefaultPolicy(max_retries=3, max_backoff=1000)])
+    except BaseException:
+        embedded.stop()
+        raise
+    running = Spark(session, embedded=embedded, scratch=tempfile.mkdtemp(prefix="kdissect-analysis-"),
+                    connect_mark=not marked, owned=True)
+    # The server stops when its Python object is collected: it lives as long as the session does, for a
+    # caller that keeps only the session (a notebook's ``spark``), whose scratch directory goes with it.
+    session._kdissect_embedded = (embedded, running.scratch)
+    weakref.finalize(session, shutil.rmtree, running.scratch, True)
+    return running
 
 
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
@@ -484,18 +575,22 @@ def jvm_options(input_bytes: int) -> list[str]:
 
 
 def build_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None,
-                  remote: str | None = None, checked: bool = False):
-    """A classic session in UTC with quiet logs (a Spark Connect one when ``remote`` is given);
-    ``master`` overrides spark-submit's or SPARK_MASTER. For notebooks and scripts; the commands use
-    :func:`start`.
+                  remote: str | None = None, checked: bool = False, engine: str | None = None):
+    """A session in UTC with quiet logs, on the engine :func:`engine_for` picks: by default the embedded
+    engine (a Spark Connect session of a Sail server in this process, which stops with the session); a
+    classic JVM session for ``engine="spark"``, a ``master`` (which overrides spark-submit's or
+    SPARK_MASTER) or under spark-submit; a Spark Connect one when ``remote`` is given. For notebooks and
+    scripts; the commands use :func:`start`.
 
     Under spark-submit (which sets PYSPARK_GATEWAY_PORT) the master and Java
-    come from its command line; from plain Python the master defaults to
+    come from its command line; from plain Python JVM Spark's master defaults to
     ``local[*]``. ``conf`` (``--conf`` from the CLI) wins over every default here.
     SparkUnavailable (one line) when Spark cannot start; ``checked``: :func:`check_start` already passed.
     """
     if not checked:
-        check_start(master, remote)
+        check_start(master, remote, engine)
+    if engine_for(engine, master, remote) == "sail":
+        return start_embedded(app_name, conf).session
     if remote:
         return _remote_session(app_name, remote, conf)
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
@@ -520,17 +615,24 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
         os.environ["PYSPARK_PYTHON"] = sys.executable
     for key, value in settings.items():
         builder = builder.config(key, value)
+    # A Connect session opened earlier in this process (the embedded engine's, say) marks the process as
+    # Spark Connect's, and pyspark then refuses a classic session: the mark is lifted while this one starts.
+    mark = os.environ.pop(CONNECT_MODE_ENV, None)
     try:
         with quiet_jvm_start():
             spark = builder.getOrCreate()
     except Exception as exc:  # noqa: BLE001 - pyspark raises several types when the JVM cannot start
         raise SparkUnavailable(f"Spark did not start with master {master or 'from spark-submit'}: "
                                f"{_first_line(exc)}") from None
+    finally:
+        if mark is not None:
+            os.environ[CONNECT_MODE_ENV] = mark
     spark.sparkContext.setLogLevel(os.environ.get("KDISSECT_SPARK_LOG", "ERROR"))
     return spark
 
 
-def _remote_session(app_name: str, remote: str, conf: dict[str, str] | None, local: bool = False):
+def _remote_session(app_name: str, remote: str, conf: dict[str, str] | None, local: bool = False,
+                    engine: str | None = None):
     try:
         from pyspark.sql import SparkSession
         import pyspark.sql.connect.session  # noqa: F401 - the Connect client's own imports (grpc, ...)
@@ -544,7 +646,7 @@ def _remote_session(app_name: str, remote: str, conf: dict[str, str] | None, loc
     try:
         session = builder.create()
     except Exception as exc:  # noqa: BLE001 - gRPC and Spark errors alike
-        where = "the local Spark Connect server" if local else f"Spark Connect server {remote}"
+        where = engine or ("the local Spark Connect server" if local else f"Spark Connect server {remote}")
         raise SparkUnavailable(f"{where} did not open a session: {_first_line(exc)}") from None
     _retry_briefly(session)
     return session

@@ -69,13 +69,17 @@ def _flows(exchanges: DataFrame, partitions: DataFrame, fl: DataFrame | None) ->
     return flows(exchanges, partitions) if fl is None else fl
 
 
-def _sums() -> list:
-    return [F.sum("produced_records").alias("produced_records"), F.sum("produced_bytes").alias("produced_bytes"),
-            F.sum("acks0_records").alias("acks0_records"),
-            F.sum("fetched_records").alias("fetched_records"), F.sum("fetched_bytes").alias("fetched_bytes"),
-            # The exchange's key columns (never null) as they are: building a string of them per row
-            # was two fifths of throughput_by_topic's CPU on 200,000 exchanges.
-            F.countDistinct(*frames.KEYS).alias("requests")]
+SUMMED = ("produced_records", "produced_bytes", "acks0_records", "fetched_records", "fetched_bytes")
+
+
+def _totals(fl: DataFrame, *keys: str) -> DataFrame:
+    """Per ``keys``: the flows' sums, and ``requests``, the distinct exchanges among them. Counted in two
+    steps, per exchange and then per key (the exchange's key columns are never null): a distinct count
+    over the three key columns at once took the embedded engine 24 s on 2,000,000 exchanges, the two
+    steps a tenth of a second."""
+    per_exchange = fl.groupBy(*keys, *frames.KEYS).agg(*[F.sum(c).alias(c) for c in SUMMED])
+    return per_exchange.groupBy(*keys).agg(*[F.sum(c).alias(c) for c in SUMMED],
+                                           F.count(F.lit(1)).alias("requests"))
 
 
 def by_topic(exchanges: DataFrame, partitions: DataFrame, fl: DataFrame | None = None) -> DataFrame:
@@ -83,14 +87,14 @@ def by_topic(exchanges: DataFrame, partitions: DataFrame, fl: DataFrame | None =
     :func:`flows` when the caller has them already."""
     span = exchanges.agg(F.greatest(frames.millis_between(F.min(frames.exchange_ts()), F.max(frames.exchange_ts()))
                                     / 1000.0, F.lit(1e-3)).alias("span_s"))
-    return (_flows(exchanges, partitions, fl).groupBy("topic", "partition").agg(*_sums())
+    return (_totals(_flows(exchanges, partitions, fl), "topic", "partition")
             .crossJoin(span)
             .withColumn("requests_per_s", F.col("requests") / F.col("span_s")).drop("span_s"))
 
 
 def over_time(exchanges: DataFrame, partitions: DataFrame, window: str = "1 minute",
               fl: DataFrame | None = None) -> DataFrame:
-    return (_flows(exchanges, partitions, fl).groupBy(F.window("ts", window).alias("w"), "topic").agg(*_sums())
+    return (_totals(_flows(exchanges, partitions, fl).withColumn("w", F.window("ts", window)), "w", "topic")
             .select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"), "topic",
                     "produced_records", "produced_bytes", "fetched_records", "fetched_bytes", "requests"))
 

@@ -1,6 +1,6 @@
 """`kdissect analyze` / `kdissect doctor`, cold or warm: wall, CPU, peak memory (Python + JVM) and Spark jobs.
 
-    python benchmarks/bench_analyze.py DATASET [DATASET...] [--copies N] [--master 'local[*]'] [--keep DIR]
+    python benchmarks/bench_analyze.py DATASET [DATASET...] [--copies N] [--engine sail --engine spark] [--keep DIR]
     python benchmarks/bench_analyze.py --doctor CAPTURE [CAPTURE...]
     python benchmarks/bench_analyze.py DATASET --remote sc://127.0.0.1:15002      # warm: a running server
     python benchmarks/bench_analyze.py DATASET --tree ../main --tree . --repeat 3  # before/after, alternating
@@ -15,6 +15,11 @@ stay distinct connections and exchanges, not duplicates), then runs ``kdissect a
 * the number of Spark jobs, counted from the Spark event log (its ``SparkListenerJobStart`` events,
   written by Spark's own event-logging listener, switched on through ``PYSPARK_SUBMIT_ARGS``) -- cold
   runs only: a Spark Connect server keeps its own log.
+
+``--engine`` (repeatable; default ``sail``) runs on the embedded engine (``sail``: Sail in kdissect's own
+process) or JVM Spark (``spark``, on ``--master``); given both, every round runs each, one after the other,
+their answers are compared table by table (rows in any order, floats to 6 significant digits:
+``tests/analysis/engines.py``) and each engine's median time is set against JVM Spark's.
 
 ``--tree DIR`` (repeatable) runs the kdissect of that checkout (``PYTHONPATH=DIR``) with this Python;
 runs alternate between trees, so before and after share the machine's load, and the results JSON of
@@ -46,6 +51,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.analysis.engines import differences as engine_differences  # noqa: E402
 
 TABLES = ("exchanges", "partitions", "anomalies", "records")
 ANCHORS = Path(__file__).with_name("anchors.py")
@@ -179,12 +189,13 @@ def report(run: Run, extra: str = "") -> None:
 
 
 def differences(a: Path, b: Path) -> list[str]:
-    """Names of the tables whose rows differ between two results files (missing files: every table)."""
+    """Names of the tables whose rows differ between two results files (missing files: every table): rows
+    in any order, floats to 6 significant digits, as the engines are held to."""
     try:
         x, y = json.loads(a.read_text()), json.loads(b.read_text())
     except (OSError, ValueError):
         return ["(no results)"]
-    return sorted(name for name in set(x) | set(y) if x.get(name) != y.get(name))
+    return sorted(engine_differences(x, y))
 
 
 def main() -> int:
@@ -192,7 +203,10 @@ def main() -> int:
     ap.add_argument("inputs", nargs="+", type=Path, help="datasets (analyze) or captures (--doctor)")
     ap.add_argument("--doctor", action="store_true", help="run kdissect doctor on captures instead of analyze")
     ap.add_argument("--copies", type=int, default=1, help="analyze N renamed copies of the datasets")
-    ap.add_argument("--master", default="local[*]")
+    ap.add_argument("--engine", action="append", choices=("sail", "spark"), default=[],
+                    help="sail (the embedded engine, the default) or spark (JVM Spark on --master); give both to "
+                         "run each and compare them")
+    ap.add_argument("--master", default="local[*]", help="JVM Spark's master (--engine spark)")
     ap.add_argument("--remote", metavar="sc://HOST:PORT", help="use a running Spark Connect server (warm)")
     ap.add_argument("--tree", action="append", default=[], metavar="DIR",
                     help="a kdissect checkout to run (repeatable; runs alternate between them)")
@@ -219,18 +233,30 @@ def main() -> int:
             n = replicate(args.inputs, args.copies, ds)
             print(f"dataset: {n} exchanges in {ds} (built in {time.monotonic() - t0:.1f} s)")
             target = [str(ds)]
-        how = ["--remote", args.remote] if args.remote else ["--master", args.master]
-        argv = ["doctor" if args.doctor else "analyze", *target, *how, *args.arg]
-        print(f"command: kdissect {' '.join(argv)} --json FILE", flush=True)
+        engines = [None] if args.remote else (args.engine or ["sail"])
+
+        def how(engine: str | None) -> list[str]:
+            if args.remote:
+                return ["--remote", args.remote]
+            return ["--engine", "spark", "--master", args.master] if engine == "spark" else ["--engine", "sail"]
+        command = ["doctor" if args.doctor else "analyze", *target]
+        for engine in engines:
+            print(f"command: kdissect {' '.join([*command, *how(engine), *args.arg])} --json FILE", flush=True)
         trees = args.tree or [None]
-        anchor = [sys.executable, str(ANCHORS), "spark", *target, *how] if args.anchor and not args.doctor else None
+        spark_how = ["--remote", args.remote] if args.remote else ["--master", args.master]
+        anchor = [sys.executable, str(ANCHORS), "spark", *target, *spark_how] if args.anchor and not args.doctor \
+            else None
         runs: list[Run] = []
         anchors: list[Run] = []
         for r in range(args.repeat):
             for i, tree in enumerate(trees):
-                run = run_once(argv, tree, work, f"{r}-{i}", bool(args.remote))
-                runs.append(run)
-                report(run)
+                for engine in engines:
+                    argv = [*command, *how(engine), *args.arg]
+                    run = run_once(argv, tree, work, f"{r}-{i}-{engine}", bool(args.remote) or engine == "sail")
+                    if engine is not None and len(engines) > 1:
+                        run.tree = f"{run.tree} [{engine}]"
+                    runs.append(run)
+                    report(run)
             if anchor:
                 run = run_once([], None, work, f"{r}-anchor", bool(args.remote), anchor)
                 run.tree = "anchor (bare PySpark)"
@@ -244,6 +270,11 @@ def main() -> int:
         if anchor:
             duck = subprocess.run([sys.executable, str(ANCHORS), "duckdb", *target], capture_output=True, text=True)
             print(f"anchor (DuckDB): {duck.stdout.strip() or duck.stderr.strip()[-200:]}")
+        if len(engines) > 1:
+            walls = {e: statistics.median(r.wall for r in runs if r.tree.endswith(f"[{e}]")) for e in engines}
+            for e in engines:
+                if e != "spark" and "spark" in walls:
+                    print(f"{e}: {walls[e] / walls['spark']:.2f}x JVM Spark's wall time (medians)")
         first = runs[0]
         for run in runs[1:]:
             diff = differences(first.results, run.results)

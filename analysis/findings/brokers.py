@@ -28,9 +28,8 @@ WAITING_APIS = ("Fetch", "JoinGroup", "SyncGroup", "ShareFetch", "ConsumerGroupH
 def slow(inp: Inputs, th: Thresholds) -> DataFrame:
     ex = (inp.exchanges.where(F.col("latency_ms").isNotNull() & ~F.col("api_name").isin(*WAITING_APIS))
           .withColumn("broker", broker_of()))
-    per = (frames.in_group_order(ex, ["capture", "api_name", "broker"], "latency_ms")
-           .groupBy("capture", "api_name", "broker")
-           .agg(F.count(F.lit(1)).alias("count"), F.percentile_approx("latency_ms", 0.99).alias("p99"),
+    per = (ex.groupBy("capture", "api_name", "broker")
+           .agg(F.count(F.lit(1)).alias("count"), frames.percentile("latency_ms", 0.99).alias("p99"),
                 F.min("request_ts").alias("first_ts"), F.max("request_ts").alias("last_ts"))
            .where(F.col("count") >= th["min_requests"]))
     # Peers: every other broker serving the api; the median of their p99s. Each broker is paired with its
@@ -42,7 +41,7 @@ def slow(inp: Inputs, th: Thresholds) -> DataFrame:
              .select("capture", "api_name", "a", F.explode("brokers").alias("b"))
              .where(F.col("a.broker") != F.col("b.broker")))
     j = (pairs.groupBy("capture", "api_name", "a")
-         .agg(F.percentile_approx("b.p99", 0.5).alias("peer_p99"), F.count(F.lit(1)).alias("peers"))
+         .agg(frames.percentile("b.p99", 0.5).alias("peer_p99"), F.count(F.lit(1)).alias("peers"))
          .select("capture", "api_name", "a.*", "peer_p99", "peers"))
     hits = j.where((F.col("p99") >= th["min_ratio"] * F.col("peer_p99"))
                    & (F.col("p99") - F.col("peer_p99") >= th["min_difference_ms"]))
@@ -131,7 +130,7 @@ def hot_partition(inp: Inputs, th: Thresholds) -> DataFrame:
                  F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts")))
     allp = known.join(load, ["capture", "topic", "partition"], "left").fillna(0, ["bytes", "records"])
     w = Window.partitionBy("capture", "topic")
-    allp = (allp.withColumn("median", F.percentile_approx("bytes", 0.5).over(w))
+    allp = (allp.withColumn("median", frames.percentile("bytes", 0.5, w))
             .withColumn("partitions", F.count(F.lit(1)).over(w))
             .withColumn("topic_bytes", F.sum("bytes").over(w)))
     hits = allp.where((F.col("partitions") >= 2) & (F.col("bytes") >= th["min_bytes"])

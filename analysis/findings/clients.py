@@ -84,10 +84,10 @@ def connection_churn(inp: Inputs, th: Thresholds) -> DataFrame:
     # The client id comes from requests; a connection whose requests were all missed has none.
     conns = (conns.where(F.col("client_id").isNotNull())
              .withColumn("lasted_s", seconds(F.col("first_ts"), F.col("last_ts"))))
-    agg = (frames.in_group_order(conns, ["capture", "client_id"], "lasted_s").groupBy("capture", "client_id")
+    agg = (conns.groupBy("capture", "client_id")
            .agg(F.count(F.lit(1)).alias("connections"), F.min("first_ts").alias("first_ts"),
                 F.max("last_ts").alias("last_ts"),
-                F.percentile_approx("lasted_s", 0.5).alias("median_s"),
+                frames.percentile("lasted_s", 0.5).alias("median_s"),
                 F.sum("api_versions").alias("api_versions"), F.sum("sasl").alias("sasl")))
     agg = agg.withColumn("per_min", per_second(F.col("connections"), F.col("first_ts"), F.col("last_ts")) * 60)
     hits = agg.where((F.col("connections") >= th["min_connections"])
@@ -159,7 +159,7 @@ def legacy_format(inp: Inputs, th: Thresholds) -> DataFrame:
         t["partition_data"], lambda p: p["records"]["magics"]))))
     # Any batch of message format 0 or 1 (the JSON path with wildcards had the same with a regex).
     legacy_magic = (F.col("api_name") == "Produce") & F.exists(magics, lambda m: m.isin(0, 1))
-    req = requests_of(inp.exchanges, "Produce", "Fetch").where(legacy_api | legacy_magic)
+    req = frames.where_lambda(requests_of(inp.exchanges, "Produce", "Fetch"), legacy_api | legacy_magic)
     agg = (req.groupBy("capture", "client_id")
            .agg(F.count(F.lit(1)).alias("requests"),
                 F.sort_array(F.collect_set(F.concat("api_name", F.lit(" v"), F.col("api_version").cast("string"))))

@@ -29,10 +29,9 @@ def commit_per_message(inp: Inputs, th: Thresholds) -> DataFrame:
     step = F.col("base_offset") - F.lag("base_offset").over(
         Window.partitionBy("capture", "group_id", "topic", "partition").orderBy("ts"))
     commits = commits.withColumn("step", step)
-    per_tp = (frames.in_group_order(commits, ["capture", "group_id", "topic", "partition"], "step")
-              .groupBy("capture", "group_id", "topic", "partition")
+    per_tp = (commits.groupBy("capture", "group_id", "topic", "partition")
               .agg(F.count(F.lit(1)).alias("commits"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
-                   F.percentile_approx("step", 0.5).alias("median_step"),
+                   frames.percentile("step", 0.5).alias("median_step"),
                    F.sort_array(F.collect_set("client_id")).alias("clients")))
     # Fetches of the same partition by the committing clients that brought records.
     fetched = (parts_with_client(inp)
@@ -82,12 +81,11 @@ def _fetches(inp: Inputs) -> DataFrame:
 
 def busy_polling(inp: Inputs, th: Thresholds) -> DataFrame:
     empty = _fetches(inp).where(F.col("records") == 0)
-    agg = (frames.in_group_order(empty, ["capture", "client_id", "broker"], "max_wait_ms", "min_bytes")
-           .groupBy("capture", "client_id", "broker")
+    agg = (empty.groupBy("capture", "client_id", "broker")
            .agg(F.count(F.lit(1)).alias("empty"), F.min("request_ts").alias("first_ts"),
                 F.max("request_ts").alias("last_ts"),
-                F.percentile_approx("max_wait_ms", 0.5).alias("max_wait_ms"),
-                F.percentile_approx("min_bytes", 0.5).alias("min_bytes")))
+                frames.percentile("max_wait_ms", 0.5).alias("max_wait_ms"),
+                frames.percentile("min_bytes", 0.5).alias("min_bytes")))
     agg = agg.withColumn("rate", per_second(F.col("empty"), F.col("first_ts"), F.col("last_ts")))
     tiny_wait = (F.col("max_wait_ms") <= th["max_wait_ms"]) & (F.col("rate") >= th["min_empty_per_s"])
     spinning = (F.col("min_bytes") <= 1) & (F.col("rate") >= th["high_empty_per_s"])
@@ -116,9 +114,9 @@ def lag_growing(inp: Inputs, th: Thresholds) -> DataFrame:
     agg = (lag.groupBy("capture", "client_id", "topic", "partition")
            .agg(F.count(F.lit(1)).alias("samples"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
                 F.min_by("lag", "ts").alias("first_lag"), F.max_by("lag", "ts").alias("last_lag"),
-                F.max("lag").alias("max_lag"),
-                # try_divide: every sample at one instant has no slope (null), not an error.
-                F.try_divide(F.covar_pop("t", "lag"), F.var_pop("t")).alias("slope")))
+                F.max("lag").alias("max_lag"), F.covar_pop("t", "lag").alias("covar"), F.var_pop("t").alias("var"))
+           # Every sample at one instant has no slope (null), not an error.
+           .withColumn("slope", F.when(F.col("var") != 0, F.col("covar") / F.col("var"))))
     hits = agg.where((F.col("samples") >= th["min_samples"]) & (F.col("slope") > 0)
                      & (F.col("last_lag") - F.col("first_lag") >= th["min_growth_records"]))
     part = tp(F.col("topic"), F.col("partition"))

@@ -60,16 +60,17 @@ def tiny_batches(inp: Inputs, th: Thresholds) -> DataFrame:
     # Each request's totals from its own row (its partition entries holding batches), not a grouping of
     # the batches by request: that shuffled every batch with its connection.
     entries = F.col("entries")
-    per_req = (requests_of(facts.typed(inp.exchanges), "Produce")
-               .select("capture", "client_id", F.col("request_ts").alias("ts"), frames.batch_entries().alias("entries"))
-               .where(F.size("entries") > 0)
+    per_req = (frames.where_lambda(
+        requests_of(facts.typed(inp.exchanges), "Produce")
+        .select("capture", "client_id", F.col("request_ts").alias("ts"), frames.batch_entries().alias("entries")),
+        F.size("entries") > 0)
                .select("capture", "client_id", "ts", frames.records_total(entries, "record_count").alias("records"),
                        frames.records_total(entries, "batch_count").alias("batches"))
                .withColumn("per_batch", F.col("records") / F.col("batches")))
-    agg = (frames.in_group_order(per_req, ["capture", "client_id"], "per_batch").groupBy("capture", "client_id")
+    agg = (per_req.groupBy("capture", "client_id")
            .agg(F.count(F.lit(1)).alias("requests"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
                 F.sum("records").alias("records"), F.sum("batches").alias("batches"),
-                F.percentile_approx("per_batch", 0.5).alias("median_records"))
+                frames.percentile("per_batch", 0.5).alias("median_records"))
            .withColumn("rate", per_second(F.col("requests"), F.col("first_ts"), F.col("last_ts"))))
     hits = agg.where((F.col("median_records") <= th["max_median_records_per_batch"])
                      & (F.col("rate") > th["min_requests_per_s"]) & (F.col("requests") >= th["min_requests"]))
@@ -206,7 +207,7 @@ def duplicates(inp: Inputs, th: Thresholds) -> DataFrame:
     kept = F.size(F.filter("sends", lambda s: s["outcome"].isin("NONE", "no answer")))
     r = r.withColumn("kept", kept)
     idem = F.col("producer_id") >= 0
-    hits = r.where(idem | (F.col("kept") >= 2))
+    hits = frames.where_lambda(r, idem | (F.col("kept") >= 2))
     return emit(hits, "producer.duplicates", F.when(idem, "info").otherwise("warning"), "topic_partition",
                 tp(F.col("topic"), F.col("partition")),
                 {"client_id": F.col("client_id"), "records": F.col("record_count"), "bytes": F.col("total_bytes"),

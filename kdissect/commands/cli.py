@@ -276,11 +276,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("spark-server", help="start/stop a Spark Connect server that keeps Spark warm for --remote",
                        description=SPARK_SERVER_HELP, formatter_class=fmt)
     p.add_argument("action", choices=("start", "stop", "status", "url"))
+    p.add_argument("--engine", choices=("sail", "spark"), default="sail",
+                   help="what 'start' runs: sail (default: no Java needed, no token) or spark (a JVM, with a "
+                        "token); stop, status and url act on whichever server runs")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=_positive(int), default=15002, help="port (default 15002, Spark Connect's)")
-    p.add_argument("--memory", metavar="SIZE", help="the server JVM's heap, e.g. 4g (default: a quarter of "
-                                                     "the machine's memory, 1g to 8g)")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting; repeatable")
+    p.add_argument("--memory", metavar="SIZE", help="--engine spark: the server JVM's heap, e.g. 4g (default: a "
+                                                     "quarter of the machine's memory, 1g to 8g)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="--engine spark: a Spark setting; repeatable")
 
     sub.add_parser("protocol", help="list the api keys and versions the dissector decodes")
     return parser
@@ -466,29 +470,41 @@ def _doctor(args: argparse.Namespace) -> int:
 COMMANDS["doctor"] = _doctor
 
 SPARK_SERVER_HELP = """\
-A Spark Connect server started from the pyspark install (its
-start-connect-server.sh) and left running, local[*] in a JVM of its own. Without
-one, every 'kdissect analyze' and 'doctor' starts and warms up a JVM, most of
-a small analysis; with one they answer in seconds. Use it for repeated
-analyses, notebooks, or one server a team shares (--host 0.0.0.0). It reads the
-datasets from its own file system, so local paths must be visible to it.
+A Spark Connect server left running, so that 'kdissect analyze' and 'doctor'
+given its URL skip starting an engine of their own: for repeated analyses,
+notebooks, or one server a team shares. It reads the datasets from its own file
+system, so the paths given must be visible to it.
 
-'start' prints the URL to give --remote or KDISSECT_SPARK_REMOTE (it carries
-the server's token: only its holders may use the server); 'url' prints it
-again; 'status' says whether it runs; 'stop' stops it. Logs and state live in
-~/.cache/kdissect/spark-server/.
+--engine sail (the default) runs Sail, the embedded engine, as a process of its
+own: no Java needed, and it answers within a second. It has no token: it
+listens on 127.0.0.1 by default, where anyone on this machine who can reach the
+port can use it (and read what its user can read); with --host, anyone who can
+reach the port over the network.
+
+--engine spark runs JVM Spark's own Connect server from the pyspark install,
+local[*] in a JVM of its own (Java 17 or newer). Its URL carries the server's
+token: only its holders may use the server. --memory and --conf set this JVM;
+Sail takes neither.
+
+'start' prints the URL to give --remote or KDISSECT_SPARK_REMOTE; 'url' prints
+it again; 'status' says whether a server runs, and which engine; 'stop' stops
+it. Logs and state live in ~/.cache/kdissect/spark-server/.
 
 examples:
   kdissect spark-server start
   export KDISSECT_SPARK_REMOTE=$(kdissect spark-server url)
   kdissect analyze out/ --report report.html
   kdissect spark-server stop
+  kdissect spark-server start --engine spark --memory 4g
 """
 
 
 def _spark_server(args: argparse.Namespace) -> int:
     from analysis import connect_server
     from analysis.exceptions import AnalysisError
+    sail = args.engine == "sail"
+    if args.action == "start" and sail and (args.memory is not None or args.conf):
+        raise UsageError("--memory and --conf set JVM Spark's server: give them with --engine spark")
     try:
         if args.action == "start":
             conf = {}
@@ -504,9 +520,15 @@ def _spark_server(args: argparse.Namespace) -> int:
                     said[0] = int(seconds)
                     sys.stderr.write(f"  ... {said[0]} s\n")
 
-            server = connect_server.start(args.host, args.port, args.memory, conf, progress=waited,
-                                          announce=lambda: sys.stderr.write(
-                                              f"starting a Spark Connect server on {args.host}:{args.port} ...\n"))
+            def announce() -> None:
+                what = "a Sail Spark Connect server" if sail else "a Spark Connect server"
+                sys.stderr.write(f"starting {what} on {args.host}:{args.port} ...\n")
+
+            if sail:
+                server = connect_server.start_sail(args.host, args.port, announce=announce)
+            else:
+                server = connect_server.start(args.host, args.port, args.memory, conf, progress=waited,
+                                              announce=announce)
             print(f"Spark Connect server running (pid {server.pid}); use it with\n"
                   f"  kdissect analyze DATASET --remote '{server.url}'\n"
                   f"or export KDISSECT_SPARK_REMOTE='{server.url}'\n"
@@ -521,7 +543,7 @@ def _spark_server(args: argparse.Namespace) -> int:
                 raise KdissectError("no Spark Connect server is running: kdissect spark-server start")
             print(server.url)
             return 0
-        print(f"running (pid {server.pid}): {server.url}" if server.running else "not running")
+        print(f"running (pid {server.pid}, {server.engine}): {server.url}" if server.running else "not running")
         return 0 if server.running else 3
     except AnalysisError as exc:
         raise KdissectError(str(exc)) from None

@@ -25,12 +25,12 @@ from typing import Any, TextIO
 from kdissect.errors import EXIT_DAMAGED, DamagedInput, KdissectError, UsageError
 
 HELP = """\
-Decodes the captures, runs the analysis and the findings rules over them with
-Spark, and prints what is wrong, worst first: which client, group, topic or
+Decodes the captures, runs the analysis and the findings rules over them (on
+the embedded engine, no Java; --engine spark for JVM Spark), and prints what is wrong, worst first: which client, group, topic or
 broker, the figures behind it, the Kafka setting to look at, and a 'kdissect
 show' command line listing the exchanges behind it. Exit status 0 when no
 finding is critical, 1 when one is (so it can gate a CI job or a canary),
-2 on bad use. Needs Java 17 or newer (Spark runs on the JVM).
+2 on bad use.
 
 Thresholds: every rule's are listed in the README; override them with
 --set RULE.THRESHOLD=VALUE (repeatable) or a TOML file (--rules), and turn a
@@ -40,7 +40,7 @@ examples:
   kdissect doctor traffic.pcap
   kdissect doctor captures/ --report doctor.html --json doctor.json
   kdissect doctor traffic.pcap --set producer.tiny_batches.min_requests_per_s=50
-  kdissect doctor traffic.pcap --dataset out/ --master local[2]
+  kdissect doctor traffic.pcap --dataset out/ --engine spark
 """
 
 EXIT_OK, EXIT_CRITICAL = 0, 1
@@ -50,10 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="pcap/pcapng files (gzip ok) or directories of them")
     p.add_argument("--dataset", metavar="DIR",
                    help="decode into DIR and keep it (default: a temporary directory, removed at the end)")
-    p.add_argument("--master", help="Spark master, e.g. local[2] or spark://host:7077 (default: local[*])")
-    p.add_argument("--remote", metavar="sc://HOST:PORT",
-                   help="run on a Spark Connect server that is already up (kdissect spark-server start): no JVM "
-                        "to start, answers in seconds (default: $KDISSECT_SPARK_REMOTE)")
+    from analysis.runner import add_engine_arguments   # light: the analysis' Spark loads when it runs
+    add_engine_arguments(p)
     p.add_argument("--report", metavar="FILE.html", help="write the HTML report, opening with the findings")
     p.add_argument("--json", metavar="FILE", help="write the results as one JSON object {table: [rows]}")
     p.add_argument("--set", action="append", default=[], metavar="RULE.THRESHOLD=VALUE",
@@ -159,7 +157,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
     for f in files:
         paths.setdefault(f.name, f)  # the dataset names a capture by its file name
 
-    # Spark starts while the captures decode (a JVM's start is most of a small capture's wait).
+    # The engine starts while the captures decode (a JVM's start is most of a small capture's wait).
     starting = _SparkStart(args, sum(_size(f) for f in files) // CAPTURE_PER_PARQUET_BYTE, spark)
     try:
         with tempfile.TemporaryDirectory(prefix="kdissect-doctor-") as tmp:
@@ -219,9 +217,9 @@ class _SparkStart:
         import threading
 
         from analysis.exceptions import AnalysisError
-        from analysis.session import Spark, check_start, remote_url, start
+        from analysis.session import check_start, remote_url, running_on, start
 
-        self.running: Any = Spark(spark) if spark is not None else None
+        self.running: Any = running_on(spark) if spark is not None else None
         self.own = spark is None
         self.error: BaseException | None = None
         self.thread = None
@@ -229,13 +227,14 @@ class _SparkStart:
             return
         remote = remote_url(getattr(args, "remote", None))
         try:
-            check_start(args.master, remote)
+            check_start(args.master, remote, getattr(args, "engine", None))
         except AnalysisError as exc:
             raise KdissectError(str(exc)) from None
 
         def run() -> None:
             try:
-                self.running = start("kdissect-doctor", args.master, None, remote, input_bytes, checked=True)
+                self.running = start("kdissect-doctor", args.master, None, remote, input_bytes, checked=True,
+                                     engine=getattr(args, "engine", None))
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()
                 self.error = exc
         self.thread = threading.Thread(target=run, name="kdissect-spark-start", daemon=True)

@@ -250,7 +250,9 @@ def run(args: Any, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     from analysis.session import build_session   # the one session builder, the analysis' too
     # Spark's progress bar on a terminal only: elsewhere its carriage returns are noise in a log.
     progress = "true" if getattr(err, "isatty", lambda: False)() else "false"
-    spark = build_session("kdissect spark-decode", args.master, {"spark.ui.showConsoleProgress": progress})
+    spark = build_session("kdissect spark-decode", args.master, {"spark.ui.showConsoleProgress": progress},
+                          engine="spark")     # Python tasks on executors: JVM Spark's
+
     _quiet_task_errors(spark)
     try:
         result = spark_decode(spark, args.inputs, args.output, options, shards=args.shards,

@@ -45,6 +45,20 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def embedded():
+    """The embedded engine for the whole test run (its tests compare it with the JVM session ``spark``). A
+    test builds its queries under ``tests.analysis.engines.connect_mode(True)``: the classic session's
+    tests run with pyspark's Connect mark lifted, as it is between them."""
+    from analysis.session import CONNECT_MODE_ENV, start_embedded
+    from tests.analysis.engines import connect_mode
+    running = start_embedded("kdissect-analysis-tests-embedded")
+    os.environ.pop(CONNECT_MODE_ENV, None)
+    yield running
+    with connect_mode(True):
+        running.stop()
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _free_jvm_objects():
     """Each module's py4j objects (which sit in reference cycles) released at its end, with the JVM plans

@@ -1,7 +1,8 @@
-"""The analysis on a real Spark Connect server, started by ``kdissect spark-server`` from the pyspark install
-(its ``start-connect-server.sh``) on 127.0.0.1: every job's tables equal a local run's, row for row; the
-URL works as ``--remote`` and as ``KDISSECT_SPARK_REMOTE``, for ``analyze`` and ``doctor``; and the server
-stops. The server reads the datasets from this machine's file system, as it would on a laptop.
+"""The analysis on a real Spark Connect server, started by ``kdissect spark-server --engine spark`` from the
+pyspark install (its ``start-connect-server.sh``) on 127.0.0.1: every job's tables equal a local run's, row
+for row; the URL works as ``--remote`` and as ``KDISSECT_SPARK_REMOTE``, for ``analyze`` and ``doctor``; and
+the server stops. The server reads the datasets from this machine's file system, as it would on a laptop.
+(Sail's server, the default engine: test_sail_server.py.)
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def kdissect(env: dict[str, str], *args: str, timeout: float = 600) -> subproces
 @pytest.fixture(scope="module")
 def server(env):
     port = free_port()
-    started = kdissect(env, "spark-server", "start", "--port", str(port), timeout=400)
+    started = kdissect(env, "spark-server", "start", "--engine", "spark", "--port", str(port), timeout=400)
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         url = kdissect(env, "spark-server", "url").stdout.strip()
@@ -89,8 +90,8 @@ def test_the_environment_variable_works_as_remote_for_doctor_and_the_server_stat
     found = {row["finding"] for row in json.loads(out.read_text())["findings"]}
     assert "producer.acks" in found
     status = kdissect(env, "spark-server", "status")
-    assert status.returncode == 0 and status.stdout.startswith("running (pid ")
-    again = kdissect(env, "spark-server", "start", "--port", str(free_port()))
+    assert status.returncode == 0 and status.stdout.startswith("running (pid ") and ", spark): " in status.stdout
+    again = kdissect(env, "spark-server", "start", "--engine", "spark", "--port", str(free_port()))
     assert again.returncode == 1 and "already running" in again.stderr and again.stderr.count("\n") == 1
 
 
@@ -113,3 +114,16 @@ def test_a_kdissect_server_frees_checkpoints_so_analyses_on_it_keep_checkpoints(
     finally:
         remote.stop()
     assert not session.frees_checkpoints(spark) and not session.Spark(spark).keeps_checkpoints()
+
+
+def test_the_jvm_server_without_java_is_one_line(tmp_path):
+    """--engine spark still checks Java first: no Java is the one line saying what to install, and no
+    server state is left behind."""
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env.update({"KDISSECT_CACHE_DIR": str(tmp_path / "cache"), "PATH": str(Path(sys.executable).parent),
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))})
+    proc = kdissect(env, "spark-server", "start", "--engine", "spark", "--port", str(free_port()), "--memory", "2g")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("kdissect: Spark needs Java 17 or newer and none was found: install a Java")
+    assert proc.stderr.count("\n") == 1
+    assert kdissect(env, "spark-server", "status").stdout.strip() == "not running"

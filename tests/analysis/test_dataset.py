@@ -62,6 +62,20 @@ def test_a_dataset_from_an_older_kdissect_missing_a_column_is_one_line(decoded, 
     one_line_failure(analyze(str(old)), "no column offset: written by an older kdissect")
 
 
+def test_a_dataset_whose_column_is_stored_as_another_type_is_one_line(decoded, tmp_path):
+    # An int16 column written as int32 (as an older writer did): the engines read columns as stored.
+    other = tmp_path / "other"
+    for table in ("exchanges", "partitions", "anomalies"):
+        (other / table).mkdir(parents=True)
+        for f in (decoded / table).glob("*.parquet"):
+            t = pq.read_table(f)
+            if table == "exchanges":
+                i = t.schema.get_field_index("api_key")
+                t = t.set_column(i, "api_key", t["api_key"].cast(pa.int32()))
+            pq.write_table(t, other / table / f.name)
+    one_line_failure(analyze(str(other)), "column api_key is int32, expected int16: written by another kdissect")
+
+
 def test_a_file_that_is_not_parquet_is_one_line(decoded, tmp_path):
     with pytest.raises(DatasetError, match="not a readable Parquet file"):
         bad = tmp_path / "bad"
@@ -140,7 +154,7 @@ def test_kept_facts_are_checkpoints_for_a_spark_of_its_own_else_persisted_until_
 @pytest.mark.slow
 def test_a_spark_query_failing_is_one_line_not_a_traceback(decoded):
     # A real failure Spark reports for a query (every table's result is bigger than the limit set).
-    proc = analyze(str(decoded), "--conf", "spark.driver.maxResultSize=1k")
+    proc = analyze(str(decoded), "--engine", "spark", "--conf", "spark.driver.maxResultSize=1k")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("kdissect: Spark failed during the analysis: ") and "spark.driver.maxResultSize" in last, \

@@ -63,9 +63,10 @@ def test_the_local_jvm_dying_mid_analysis_is_one_line(env, dataset):
     assert float(out[1].split()[1]) < QUICK_S, out
 
 
-def test_a_connect_server_stopping_mid_analysis_is_one_line(env, dataset):
+@pytest.mark.parametrize("engine", ["sail", "spark"])
+def test_a_connect_server_stopping_mid_analysis_is_one_line(env, dataset, engine):
     port = free_port()
-    started = kdissect(env, "spark-server", "start", "--port", str(port), timeout=400)
+    started = kdissect(env, "spark-server", "start", "--engine", engine, "--port", str(port), timeout=400)
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         url = kdissect(env, "spark-server", "url").stdout.strip()

@@ -1,6 +1,6 @@
-"""The notebooks: valid nbformat 4, saved without outputs, run top to bottom headless (nbclient); the
-``notebooks`` extra brings a front end, and the way the README gives to install it leaves the compiled
-kdissect as it is."""
+"""The notebooks: valid nbformat 4, saved without outputs, run top to bottom headless (nbclient) on the
+embedded engine with no Java to be found; the ``notebooks`` extra brings a front end, and the way the README
+gives to install it leaves the compiled kdissect as it is."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ NOTEBOOKS = {
     "consumer-groups.ipynb": ("kd-rb-tansu", "kd-848-mock", "consumer (KIP-848)", "kd-lag-tansu"),
 }
 PLOTS = {"explore.ipynb": 0, "latency.ipynb": 4, "consumer-groups.ipynb": 3}
+# Run after a notebook's own cells: which Spark it ran on, and whether the kernel could have found a Java.
+PROBE = ("from analysis.session import is_remote, java_command\n"
+         "print('spark connect:', is_remote(spark), 'java:', java_command())")
 
 
 def load(name: str) -> dict:
@@ -40,12 +43,19 @@ def test_notebook_is_nbformat_4_without_outputs(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(NOTEBOOKS))
-def test_notebook_runs_top_to_bottom_headless(name, monkeypatch):
+def test_notebook_runs_top_to_bottom_headless_without_java(name, monkeypatch, tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     # The checkout on the kernel's path, as `pip install -e .` would have it.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    # The default engine, whatever the caller's environment picks, and no Java: JAVA_HOME points nowhere and
+    # PATH is an empty directory (the kernel's Python is started by its full path).
+    for var in ("KDISSECT_ENGINE", "KDISSECT_SPARK_REMOTE", "PYSPARK_GATEWAY_PORT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "nojava"))
+    monkeypatch.setenv("PATH", str(tmp_path))
     nb = nbformat.reads((REPO / "notebooks" / name).read_text(), as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(PROBE))
     client = nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
                                      resources={"metadata": {"path": str(REPO / "notebooks")}})
     client.execute()  # raises CellExecutionError, with the cell and its traceback, if any cell fails
@@ -57,6 +67,7 @@ def test_notebook_runs_top_to_bottom_headless(name, monkeypatch):
             texts.append(data.get("text/plain", ""))
             images += "image/png" in data
     printed = "\n".join(texts)
+    assert "spark connect: True java: None" in printed, printed[-500:]
     for text in NOTEBOOKS[name]:
         assert text in printed, (name, text)
     assert images >= PLOTS[name], (name, images)

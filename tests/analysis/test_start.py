@@ -77,20 +77,61 @@ def test_a_master_nobody_answers_at_is_one_line():
         session.check_start(f"spark://127.0.0.1:{port}")
 
 
-def test_java_missing_is_one_line_before_spark_starts(decoded, tmp_path):
+def test_without_java_the_embedded_engine_answers_and_jvm_spark_is_one_line(decoded, tmp_path):
     # No JAVA_HOME and no java on PATH (the Python runs by its full path).
-    proc, seconds = kdissect("analyze", str(decoded), env={"JAVA_HOME": str(tmp_path / "nojava"),
-                                                           "PATH": str(tmp_path)})
+    nojava = {"JAVA_HOME": str(tmp_path / "nojava"), "PATH": str(tmp_path)}
+    report = tmp_path / "report.html"
+    proc, seconds = kdissect("analyze", str(decoded), "--report", str(report), env=nojava)
+    assert proc.returncode == 0 and "analyzed in" in proc.stdout and report.stat().st_size > 100_000, proc.stderr
+    assert proc.stderr == "" and seconds < QUICK_S
+    proc, seconds = kdissect("doctor", str(CAPTURE), env=nojava)
+    assert proc.returncode in (0, 1) and "producer.acks" in proc.stdout and "Traceback" not in proc.stderr, \
+        proc.stdout + proc.stderr
+    proc, seconds = kdissect("analyze", str(decoded), "--engine", "spark", env=nojava)
     one_line(proc, seconds, 1, "Spark needs Java 17 or newer and none was found: install a Java runtime")
 
 
-def test_java_too_old_is_one_line_for_doctor_too(tmp_path):
+def test_java_too_old_is_one_line_for_doctor_on_jvm_spark(tmp_path):
     old = tmp_path / "jdk8" / "bin"
     old.mkdir(parents=True)
     (old / "java").write_text('#!/bin/sh\necho \'java version "1.8.0_392"\' >&2\n')
     (old / "java").chmod(0o755)
-    proc, seconds = kdissect("doctor", str(CAPTURE), env={"JAVA_HOME": str(tmp_path / "jdk8")})
+    proc, seconds = kdissect("doctor", str(CAPTURE), "--engine", "spark", env={"JAVA_HOME": str(tmp_path / "jdk8")})
     one_line(proc, seconds, 4, "kdissect doctor: Spark needs Java 17 or newer, found Java 8")
+
+
+@pytest.mark.parametrize(("engine", "master", "remote", "env", "chosen"), [
+    (None, None, None, {}, "sail"),
+    ("spark", None, None, {}, "spark"),
+    (None, "local[2]", None, {}, "spark"),
+    (None, None, "sc://h:1", {}, "remote"),
+    (None, None, None, {"KDISSECT_ENGINE": "spark"}, "spark"),
+    ("sail", None, None, {"KDISSECT_ENGINE": "spark"}, "sail"),
+    (None, None, None, {"PYSPARK_GATEWAY_PORT": "1"}, "spark"),     # under spark-submit
+])
+def test_which_engine_runs(monkeypatch, engine, master, remote, env, chosen):
+    for name in ("KDISSECT_ENGINE", "PYSPARK_GATEWAY_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert session.engine_for(engine, master, remote) == chosen
+
+
+def test_engine_choices_that_contradict_themselves_are_one_line(decoded):
+    one_line(*kdissect("analyze", str(decoded), "--engine", "sail", "--master", "local[2]"), 2,
+             "--master local[2] runs JVM Spark, --engine sail the embedded engine: give one")
+    one_line(*kdissect("analyze", str(decoded), "--engine", "spark", "--remote", "sc://localhost:1"), 2,
+             "--engine and --remote both given")
+    one_line(*kdissect("analyze", str(decoded), env={"KDISSECT_ENGINE": "duckdb"}), 2,
+             "KDISSECT_ENGINE 'duckdb': expected one of sail, spark")
+
+
+def test_a_pyspark_the_embedded_engine_does_not_serve_is_one_line(monkeypatch):
+    import pyspark
+    monkeypatch.setattr(pyspark, "__version__", "9.1.0")
+    with pytest.raises(SparkUnavailable, match="serves pyspark up to 4.2, this is pyspark 9.1.0: pip install "
+                                               ".*or run JVM Spark with --engine spark"):
+        session.check_start()
 
 
 def test_a_connect_server_that_is_not_there_is_one_line(decoded):
