@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -203,6 +204,9 @@ class Dataset:
     kept: list[tuple[DataFrame, str]] = field(default_factory=list, compare=False, repr=False)
     checkpoint: str | None = None           # keep() by local checkpoints at this StorageLevel, else persist
     scratch: str | None = None              # keep() by writing Parquet under this directory (before checkpoint)
+    # One kept frame written at a time: each write is a query on every core, and the embedded engine holds
+    # the working memory of all that run at once (2,000,000 exchanges' keeps side by side peaked past 2 GB).
+    writing: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     def keep(self, df: DataFrame) -> DataFrame:
         """``df`` kept until :meth:`release`: for a frame several tables read.
@@ -227,7 +231,8 @@ class Dataset:
         name = f"kdissect_{uuid.uuid4().hex}"
         if self.scratch is not None:
             where = os.path.join(self.scratch, name)
-            df.write.parquet(where)
+            with self.writing:
+                df.write.parquet(where)
             self.kept.append((df, where))
             # Its schema given: an empty frame writes no file to infer one from.
             return df.sparkSession.read.schema(df.schema).parquet(where)

@@ -227,10 +227,14 @@ class Stats:
         return "\n".join(lines)
 
 
-def workers(spark: Any) -> int:
+def workers(spark: Any, embedded: bool = False) -> int:
     """Threads submitting queries at once: enough to keep every core busy while the driver plans the
-    next query (planning is single-threaded), few enough not to queue memory-hungry stages."""
+    next query (planning is single-threaded), few enough not to queue memory-hungry stages. The embedded
+    engine plans in microseconds and runs each query on every core: two at a time keep it busy, and more
+    only add their working memory together."""
     from analysis import session
+    if embedded:
+        return 2
     cores = (os.cpu_count() or 2) if session.is_remote(spark) else max(1, spark.sparkContext.defaultParallelism)
     return max(2, min(8, 2 * cores))
 
@@ -351,7 +355,8 @@ def _analyze(spark: Any, request: Request, jobs: Sequence[str],
         return out
 
     t0 = time.monotonic()
-    pool = ThreadPoolExecutor(max_workers=workers(spark), thread_name_prefix="kdissect-analysis")
+    pool = ThreadPoolExecutor(max_workers=workers(spark, running.embedded is not None),
+                              thread_name_prefix="kdissect-analysis")
     pending: dict[Future, tuple[str, Any]] = {pool.submit(task, build, job): ("build", job) for job in jobs}
     total = done = 0
     lost = failed = False    # lost: the link to Spark broke, nothing left to ask it

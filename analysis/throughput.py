@@ -40,13 +40,18 @@ def produced(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
                    "client_id"))
     resp = (partitions.where((F.col("api_key") == frames.PRODUCE) & (F.col("direction") == "response"))
             .select(*frames.KEYS, frames.topic().alias("topic"), "partition", F.col("error_code").alias("answer")))
-    joined = req.join(resp, PARTITION, "left")
-    # Only the entries without an answer need their exchange's status (acks=0 expects none): joining just
-    # those to the acks=0 exchanges spares a join of every entry to every exchange.
-    acks0 = (exchanges.where(F.col("status") == "no_response_expected").select(*frames.KEYS))
-    unanswered = joined.where(F.col("answer").isNull()).join(acks0, frames.KEYS, "left_semi")
-    return (joined.where(F.col("answer") == 0).withColumn("acks0", F.lit(False))
-            .unionByName(unanswered.withColumn("acks0", F.lit(True))))
+    # The responses on the join's build side (DataFusion builds on the left one): a Produce response entry
+    # holds the keys and its error code, a request entry its records, bytes, time and client id too.
+    joined = resp.join(req, PARTITION, "right")
+    # One join for both kinds of entry: those accepted (error NONE) and those without an answer, which count
+    # only if their exchange expected none (acks=0). Its keys are looked up among the acks=0 exchanges, kept
+    # on the build side (few), for the entries without an answer only.
+    acks0 = (exchanges.where(F.col("status") == "no_response_expected").select(*frames.KEYS).distinct()
+             .withColumn("_acks0", F.lit(True)))
+    wanted = joined.where(F.col("answer").isNull() | (F.col("answer") == 0))
+    return (acks0.join(wanted, frames.KEYS, "right")
+            .where((F.col("answer") == 0) | F.col("_acks0"))
+            .withColumn("acks0", F.col("answer").isNull()).drop("_acks0"))
 
 
 def flows(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
