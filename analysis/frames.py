@@ -38,6 +38,17 @@ def millis_between(start: str | Column, end: str | Column) -> Column:
     return (F.unix_micros(e) - F.unix_micros(s)) / 1000.0
 
 
+def seconds_between(start: str | Column, end: str | Column) -> Column:
+    """``end - start`` in seconds, microsecond-exact: from the integer microseconds, so it is the same double on
+    both engines (a timestamp cast to double is not, in its last bit, which a rounded rate then showed)."""
+    return millis_between(start, end) / 1000.0
+
+
+def epoch_seconds(ts: str | Column) -> Column:
+    """Seconds since the epoch of a timestamp, from its integer microseconds (see :func:`seconds_between`)."""
+    return F.unix_micros(F.col(ts) if isinstance(ts, str) else ts) / 1_000_000.0
+
+
 def context(exchanges: DataFrame) -> DataFrame:
     """Per exchange: the keys and who was talking (client id, broker), to join onto partition rows."""
     return exchanges.select(*KEYS, "client_id", broker().alias("broker"), "status", "api_version")

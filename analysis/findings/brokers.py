@@ -96,10 +96,10 @@ def unanswered(inp: Inputs, th: Thresholds) -> DataFrame:
     lone = (requests_of(ex).where(F.col("status") == "no_response")
             .join(end, "capture").join(answered, ["capture", "connection"], "left")
             .join(later, ["capture", "client_id", "broker_ip", "broker_port"], "left")
-            .withColumn("deadline", F.col("request_ts").cast("double") + allowance_ms / 1000 + th["edge_s"]))
+            .withColumn("deadline", frames.epoch_seconds("request_ts") + allowance_ms / 1000 + th["edge_s"]))
     skipped = F.col("last_answered") > F.col("request_ts")
-    abandoned = ((F.col("client_last").cast("double") > F.col("deadline"))
-                 & (F.col("capture_end").cast("double") > F.col("deadline")))
+    abandoned = ((frames.epoch_seconds("client_last") > F.col("deadline"))
+                 & (frames.epoch_seconds("capture_end") > F.col("deadline")))
     hits = lone.where(skipped | abandoned).withColumn("broker", broker_of())
     agg = (hits.groupBy("capture", "broker")
            .agg(F.count(F.lit(1)).alias("unanswered"), F.min("request_ts").alias("first_ts"),

@@ -66,7 +66,7 @@ def metadata_storm(inp: Inputs, th: Thresholds) -> DataFrame:
     return emit(hits, "client.metadata_storm", "warning", "client", F.col("client_id"),
                 {"metadata_requests": F.col("requests"), "requests_per_s": rounded(F.col("rate")),
                  "all_topics_requests": F.col("all_topics"), "connections": F.col("connections"),
-                 "span_s": rounded(F.col("last_ts").cast("double") - F.col("first_ts").cast("double"), 3)},
+                 "span_s": rounded(frames.seconds_between("first_ts", "last_ts"), 3)},
                 fmt("%s sent %s Metadata requests (%s/s, %s for all topics): it refreshes its view of the "
                     "cluster far more often than it changes.", F.col("client_id"), F.col("requests"),
                     rounded(F.col("rate"), 1), F.col("all_topics")),

@@ -110,7 +110,7 @@ def lag_growing(inp: Inputs, th: Thresholds) -> DataFrame:
             .select(*keys, "high_watermark"))
     lag = (req.join(resp, keys)
            .withColumn("lag", F.greatest(F.col("high_watermark") - F.col("position"), F.lit(0)))
-           .withColumn("t", F.col("ts").cast("double")))
+           .withColumn("t", frames.epoch_seconds("ts")))
     agg = (lag.groupBy("capture", "client_id", "topic", "partition")
            .agg(F.count(F.lit(1)).alias("samples"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
                 F.min_by("lag", "ts").alias("first_lag"), F.max_by("lag", "ts").alias("last_lag"),

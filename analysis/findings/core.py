@@ -15,6 +15,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
+from analysis import frames
+
 SEVERITIES = ("critical", "warning", "info")  # worst first
 
 FINDINGS = StructType([
@@ -93,7 +95,7 @@ def ts(prefix: str = "") -> Column:
 
 
 def seconds(first: Column, last: Column) -> Column:
-    return (last.cast("double") - first.cast("double"))
+    return frames.seconds_between(first, last)
 
 
 def per_second(count: Column, first: Column, last: Column, floor_s: float = 1.0) -> Column:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis import facts
+from analysis import facts, frames
 from analysis.findings.core import Inputs, Rule, Thresholds, emit, fmt, requests_of, rounded, show_line, uses
 
 GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "LeaveGroup")
@@ -54,7 +54,7 @@ def generations(g: DataFrame) -> DataFrame:
                  F.sort_array(F.collect_set("client_id")).alias("clients")))
     return (gens.join(syncs, ["capture", "group_id", "generation_id"], "left")
             .withColumn("end_ts", F.coalesce("sync_end", "join_end"))
-            .withColumn("duration_ms", (F.col("end_ts").cast("double") - F.col("start_ts").cast("double")) * 1000)
+            .withColumn("duration_ms", frames.millis_between("start_ts", "end_ts"))
             .drop("sync_end", "join_end"))
 
 
@@ -68,7 +68,7 @@ def rebalance_storm(inp: Inputs, th: Thresholds) -> DataFrame:
     agg = (gens.groupBy("capture", "group_id")
            .agg(F.count(F.lit(1)).alias("rebalances"), F.min("start_ts").alias("first_ts"),
                 F.max("end_ts").alias("last_ts"), F.sort_array(F.collect_set("generation_id")).alias("generations")))
-    span_h = F.greatest(F.col("last_ts").cast("double") - F.col("first_ts").cast("double"), F.lit(60.0)) / 3600
+    span_h = F.greatest(frames.seconds_between("first_ts", "last_ts"), F.lit(60.0)) / 3600
     agg = agg.withColumn("per_hour", F.col("rebalances") / span_h)
     hits = agg.where((F.col("rebalances") >= th["min_rebalances"]) & (F.col("per_hour") > th["max_per_hour"]))
     return emit(hits, "group.rebalance_storm", "warning", "group", F.col("group_id"),
@@ -104,7 +104,7 @@ def _member_timeline(g: DataFrame) -> DataFrame:
             .withColumn("next_ts", F.lead("request_ts").over(w))
             .withColumn("next_api", F.lead("api_name").over(w))
             .withColumn("next_error", F.lead("error_name").over(w))
-            .withColumn("silent_ms", (F.col("next_ts").cast("double") - F.col("done_ts").cast("double")) * 1000))
+            .withColumn("silent_ms", frames.millis_between("done_ts", "next_ts")))
 
 
 def session_timeout(inp: Inputs, th: Thresholds) -> DataFrame:
@@ -166,8 +166,8 @@ def member_vanished(inp: Inputs, th: Thresholds) -> DataFrame:
     first = Window.partitionBy(*member).orderBy("rebalance_ts", "next_generation")
     hits = after.withColumn("n", F.row_number().over(first)).where(F.col("n") == 1)
     session = F.coalesce(F.col("session_ms"), F.lit(th["default_session_timeout_ms"]))
-    waited = (F.col("rebalance_ts").cast("double") - F.col("last_ts").cast("double")) * 1000
-    unassigned = (F.col("formed_ts").cast("double") - F.col("last_ts").cast("double")) * 1000
+    waited = frames.millis_between("last_ts", "rebalance_ts")
+    unassigned = frames.millis_between("last_ts", "formed_ts")
     last_request = F.concat(F.col("last_api"), F.lit(" v"), F.col("last_version").cast("string"))
     return emit(hits, "group.member_vanished", "warning", "group", F.col("group_id"),
                 {"member_id": F.col("member_id"), "client_id": F.col("client_id"), "last_request": last_request,
