@@ -52,27 +52,26 @@ def test_not_a_directory_not_a_dataset_and_empty_are_one_line(tmp_path):
     one_line_failure(analyze(str(empty)), "empty dataset (no exchanges)")
 
 
-def test_a_dataset_from_an_older_kdissect_missing_a_column_is_one_line(decoded, tmp_path):
-    old = tmp_path / "old"
+def rewritten(decoded: Path, out: Path, name: str, change) -> Path:
+    """A copy of the dataset with ``change`` applied to table ``name``'s files (as another writer wrote them)."""
     for table in ("exchanges", "partitions", "anomalies"):
-        (old / table).mkdir(parents=True)
+        (out / table).mkdir(parents=True)
         for f in (decoded / table).glob("*.parquet"):
             t = pq.read_table(f)
-            pq.write_table(t.drop_columns(["offset"]) if table == "partitions" else t, old / table / f.name)
+            pq.write_table(change(t) if table == name else t, out / table / f.name)
+    return out
+
+
+def test_a_dataset_from_an_older_kdissect_missing_a_column_is_one_line(decoded, tmp_path):
+    old = rewritten(decoded, tmp_path / "old", "partitions", lambda t: t.drop_columns(["offset"]))
     one_line_failure(analyze(str(old)), "no column offset: written by an older kdissect")
 
 
 def test_a_dataset_whose_column_is_stored_as_another_type_is_one_line(decoded, tmp_path):
     # An int16 column written as int32 (as an older writer did): the engines read columns as stored.
-    other = tmp_path / "other"
-    for table in ("exchanges", "partitions", "anomalies"):
-        (other / table).mkdir(parents=True)
-        for f in (decoded / table).glob("*.parquet"):
-            t = pq.read_table(f)
-            if table == "exchanges":
-                i = t.schema.get_field_index("api_key")
-                t = t.set_column(i, "api_key", t["api_key"].cast(pa.int32()))
-            pq.write_table(t, other / table / f.name)
+    other = rewritten(decoded, tmp_path / "other", "exchanges",
+                      lambda t: t.set_column(t.schema.get_field_index("api_key"), "api_key",
+                                             t["api_key"].cast(pa.int32())))
     one_line_failure(analyze(str(other)), "column api_key is int32, expected int16: written by another kdissect")
 
 
