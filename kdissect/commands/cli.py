@@ -31,8 +31,8 @@ Start here:
   kdissect spark-decode caps/ -o out/         the same, as Spark tasks (local or a cluster)
   kdissect show traffic.pcap --api Produce    one line per Kafka message, like tshark
   kdissect live -i eth0 -o out/ --rotate 60   sniff an interface into the dataset
-  kdissect analyze out/ --report report.html  Spark analysis of the dataset, with a report
-  kdissect spark-server start                 keep Spark running: analyses then answer in seconds
+  kdissect analyze out/ --report report.html  analysis of the dataset, with a report (no Java)
+  kdissect spark-server start                 keep an engine running for --remote
   kdissect protocol                           which api keys and versions are decoded
 
 Run 'kdissect COMMAND --help' for each command's options.
@@ -265,7 +265,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="the tshark to run (default: tshark on PATH); a newer Wireshark decodes more versions")
     _tls_keylog(p)
 
-    analyze_help = "run the Spark analysis over datasets: tables, JSON, HTML report"
+    analyze_help = "run the analysis over datasets: tables, JSON, HTML report (embedded engine, or --engine spark)"
     if command in (None, "analyze"):
         from analysis import cli as analysis_cli  # argument definitions only: Spark loads when the command runs
         analysis_cli.add_arguments(sub.add_parser("analyze", help=analyze_help, description=analysis_cli.HELP,
