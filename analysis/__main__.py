@@ -12,8 +12,8 @@ from analysis.runner import JOBS
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in JOBS:
-        print(f"usage: python -m analysis {{{','.join(JOBS)}}} DATASET... [--master M] [--since T] [--until T] "
-              "[--window INTERVAL] [--out DIR [--format parquet|csv]] [--limit N]\n"
+        print(f"usage: python -m analysis {{{','.join(JOBS)}}} DATASET... [--engine spark | --master M] [--since T] "
+              "[--until T] [--window INTERVAL] [--out DIR [--format parquet|csv]] [--limit N]\n"
               "       (every job at once, with a report: kdissect analyze DATASET... --report FILE.html)",
               file=sys.stderr)
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
