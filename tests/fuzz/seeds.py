@@ -26,6 +26,7 @@ from dissector.encoder import encode_data
 from dissector.events import Direction, Exchange
 from dissector.views import partition_rows
 from tests.capture import pcaptools as pt
+from tests.dissector.test_records import varint   # the tests' one hand encoder of zigzag varints
 from tests.fuzz.harness import pack_chunks
 from tests.fuzz.payload_targets import AVRO_EXTRA_SCHEMAS, ID_STRIDE, PROTO_EXTRA_SCHEMAS, _sample_texts, avro_schemas, \
     json_schemas, payload_records, protobuf_decoders, protobuf_texts, sample_schemas
@@ -457,21 +458,8 @@ def protobuf_values() -> Iterator[bytes]:
         dec = decoders[index + (half if n % 2 else 0)]
         msg = dec.message_class(path)()
         json_format.ParseDict(value, msg, descriptor_pool=dec.pool)
-        indexes = b"\x00" if path == [0] else _zigzag(len(path)) + b"".join(_zigzag(i) for i in path)
+        indexes = b"\x00" if path == [0] else varint(len(path)) + b"".join(varint(i) for i in path)
         yield bytes([index + (half if n % 2 else 0)]) + indexes + msg.SerializeToString()
-
-
-def _zigzag(n: int) -> bytes:
-    v = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def json_values() -> Iterator[bytes]:

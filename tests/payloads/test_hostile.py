@@ -30,6 +30,7 @@ from payloads.limits import MAX_DEPTH, MAX_SCHEMA_DEPTH, MAX_SCHEMA_FIELDS, chec
 from payloads.registry import RegistryStore
 from payloads.schema import Reference, from_registry_json, from_schemas_record
 from payloads.store import LearnedStore, _Index
+from tests.dissector.test_records import uvarint   # the tests' one hand encoder of varints
 
 SECONDS = 2.0             # what any one hostile input may take
 
@@ -184,18 +185,9 @@ message Wide { %s }
 ''' % " ".join(f"int32 f{i} = {i + 1};" for i in range(100))
 
 
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def field(number: int, payload: bytes) -> bytes:
     """A length-delimited field."""
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
+    return uvarint(number << 3 | 2) + uvarint(len(payload)) + payload
 
 
 @pytest.fixture(scope="module")
@@ -225,9 +217,9 @@ def test_protobuf_values_nested_past_the_parser_are_mismatches(proto):
 
 @pytest.mark.parametrize("body, says", [
     (b"\x12\x10abc", "corrupt"),                                  # a string longer than the bytes left
-    (b"\x12" + varint(1 << 40) + b"abc", "corrupt"),              # a terabyte claimed
+    (b"\x12" + uvarint(1 << 40) + b"abc", "corrupt"),              # a terabyte claimed
     (b"\x12\x02\xff\xfe", "UTF-8"),                               # a string that is not UTF-8
-    (b"\x1a" + varint(1 << 30), "corrupt"),                       # a packed field claiming a gigabyte
+    (b"\x1a" + uvarint(1 << 30), "corrupt"),                       # a packed field claiming a gigabyte
     (b"\x0f", "corrupt"),                                         # wire type 7
     (b"\x08", "corrupt"),                                         # a varint cut short
 ])
@@ -285,7 +277,7 @@ def test_protobuf_empty_messages_of_a_wide_type_are_held_to_the_budget(proto):
 
 
 def test_protobuf_large_legitimate_values_still_decode(proto):
-    packed = b"\x1a" + varint(1_000_000) + b"\x01" * 1_000_000        # a million ones, packed
+    packed = b"\x1a" + uvarint(1_000_000) + b"\x01" * 1_000_000        # a million ones, packed
     with quick():
         sid, _g, fmt, decoded, problem = proto.decode(pb(packed))
     assert problem is None and len(orjson.loads(decoded)["xs"]) == 1_000_000
@@ -305,10 +297,10 @@ def test_protobuf_whatever_is_raised_on_a_value_is_a_mismatch(proto, monkeypatch
 
 
 @pytest.mark.parametrize("indexes, says", [
-    (varint(2_000_000 << 1), "out of range"),                   # two million indexes claimed
-    (varint(1 << 62), "out of range"),
-    (varint(1), "out of range"),                                # a negative count (zigzag -1)
-    (varint(50 << 1) + b"\x00\x00", "past the 2 bytes left"),   # 50 claimed, 2 bytes there
+    (uvarint(2_000_000 << 1), "out of range"),                   # two million indexes claimed
+    (uvarint(1 << 62), "out of range"),
+    (uvarint(1), "out of range"),                                # a negative count (zigzag -1)
+    (uvarint(50 << 1) + b"\x00\x00", "past the 2 bytes left"),   # 50 claimed, 2 bytes there
     (b"\xff" * 11, "longer than 10 bytes"),
 ])
 def test_message_indexes_claims_past_the_bytes(indexes, says):
@@ -441,10 +433,10 @@ def test_serialized_descriptor_with_ten_thousand_nested_types():
     for i in range(10_000):
         m.nested_type.add(name=f"N{i}").field.add(name="a", number=1, type=9)     # string a = 1
     dec = decoder(Schema("protobuf", serialized(f), (), 9))
-    indexes = varint(2 << 1) + varint(0) + varint(9_999 << 1)                     # [0, 9999]
+    indexes = uvarint(2 << 1) + uvarint(0) + uvarint(9_999 << 1)                     # [0, 9999]
     assert problem_of(dec, framed(9, indexes + b"\x0a\x01x")) is None
     assert dec.decode(framed(9, indexes + b"\x0a\x01x"))[3] == b'{"a":"x"}'
-    past = varint(2 << 1) + varint(0) + varint(10_000 << 1)
+    past = uvarint(2 << 1) + uvarint(0) + uvarint(10_000 << 1)
     assert "message index 10000 at depth 1" in problem_of(dec, framed(9, past + b"\x0a\x01x"))[1]
 
 
