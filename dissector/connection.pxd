@@ -17,7 +17,7 @@ cdef class Connection:
     cdef public dict _pending
     cdef public object options, topics, _sides, _pending_bytes, _cap_hits, _seq, _older_from
     cdef public object _seen_versions, _sasl_raw, _sasl_mechanism, _last_ts, _orphans, _full_misses
-    cdef public object _inference_limited, _inferred, _skew_reported, _messages
+    cdef public object _inference_limited, _inferred, _skew_reported, _messages, _software
 
     @cython.locals(side=_Side)
     cpdef feed(self, direction, data, ts)

@@ -26,7 +26,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from dissector import budget
+from dissector import budget, quirks
 from dissector.decoders import DECODE_ERRORS, Decoders, default_decoders
 from dissector.embedded import decode_group_payloads
 from dissector.events import (
@@ -74,6 +74,11 @@ _HELD_STEP = HELD_STEP   # see dissector/held.py
 
 _LIMIT = "DecodeLimit"                 # the failure of a body cut at its decoding budget (dissector.budget)
 _NOT_THE_PEERS = ("Truncated", _LIMIT)
+
+
+def _quirk(found: quirks.Quirk | None) -> dict[str, Any]:
+    """An anomaly's ``extra`` naming the known quirk behind it, if any."""
+    return {} if found is None else {"quirk": found}
 
 
 def _limit_anomaly(direction: Direction, ts: int, what: str, size: int, failure: DecodeFailure,
@@ -184,6 +189,7 @@ class Connection:
         self._inferred: dict[tuple[int, int], None] = {}   # (api, version) pairs inferred here, in order
         self._skew_reported = False   # a negative latency was reported (once per connection)
         self._messages = self.options.message_events
+        self._software: str | None = None   # what the client named itself in ApiVersions (dissector.quirks)
 
     # -- public API -------------------------------------------------------------
 
@@ -303,7 +309,7 @@ class Connection:
             return None
         return (a.offset, b.offset, self._cap_hits, self._last_ts, self._orphans, self._full_misses,
                 self._inference_limited, self._skew_reported, self._sasl_mechanism,
-                tuple(self._seen_versions.items()), tuple(self._inferred))
+                tuple(self._seen_versions.items()), tuple(self._inferred), self._software)
 
     @classmethod
     def resume(cls, state: tuple, options: Options | None = None, *, topics: TopicRegistry | None = None,
@@ -312,7 +318,7 @@ class Connection:
         conn = cls(options, topics=topics, decoders=decoders)
         a, b = conn._sides
         (a.offset, b.offset, conn._cap_hits, conn._last_ts, conn._orphans, conn._full_misses,
-         conn._inference_limited, conn._skew_reported, conn._sasl_mechanism, seen, inferred) = state
+         conn._inference_limited, conn._skew_reported, conn._sasl_mechanism, seen, inferred, conn._software) = state
         conn._seen_versions = dict(seen)
         conn._inferred = dict.fromkeys(inferred)
         return conn
@@ -418,9 +424,11 @@ class Connection:
                 failure = DecodeFailure("Truncated", f"frame cut after {len(frame) + 4} of {truncated_size} bytes",
                                         failure.offset)
             elif failure is None and d.end != len(frame) and not truncated_size:
+                extra = len(frame) - d.end
                 out.append(Anomaly("trailing_bytes", TO_BROKER, first_ts,
-                                   f"{len(frame) - d.end} bytes after the {_api_name(hdr.api_key)} "
-                                   f"v{hdr.api_version} request body", offset))
+                                   f"{extra} bytes after the {_api_name(hdr.api_key)} v{hdr.api_version} request body",
+                                   offset, _quirk(quirks.trailing_bytes(hdr.api_key, hdr.api_version, "request", extra,
+                                                                        body, self._software))))
             self._after_request(hdr.api_key, hdr.api_version, body, size)
         req = Request(hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id, size, first_ts, last_ts,
                       hdr.header_version, body, failure, offset, raw, hdr.tags)
@@ -467,6 +475,8 @@ class Connection:
             self._sasl_mechanism = body.get("mechanism")
         if api_key in _GROUP_APIS:
             decode_group_payloads(self._decoders, api_key, "request", body, None, size)
+        elif api_key == 18:
+            self._software = quirks.client_software(body) or self._software
         if not self.options.keep_secrets and needs_redaction(api_key):
             redact(api_key, body, self._sasl_mechanism)
 
@@ -564,9 +574,11 @@ class Connection:
                                f"{req.api_name} v{req.api_version} response: {failure.error} at byte {failure.offset}: "
                                f"{failure.detail}", offset))
         elif d.end != len(frame) and not truncated_size:
+            extra = len(frame) - d.end
             out.append(Anomaly("trailing_bytes", TO_CLIENT, first_ts,
-                               f"{len(frame) - d.end} bytes after the {req.api_name} v{req.api_version} response body",
-                               offset))
+                               f"{extra} bytes after the {req.api_name} v{req.api_version} response body", offset,
+                               _quirk(quirks.trailing_bytes(req.api_key, req.api_version, "response", extra, d.body,
+                                                            self._software))))
         self._after_response(req.api_key, d.body, req.body, size)
         # Positional (inferred, stream_offset, raw, header_tags): keywords cost a dict per response.
         resp = Response(corr, size, first_ts, last_ts, req.api_key, req.api_version, hv, d.body, failure,

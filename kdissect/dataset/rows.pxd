@@ -16,7 +16,7 @@ cdef class RowBuilder:
     cdef public object _position, _unresolved, _ex, _pa, _an, _rec, _pay
     cdef public list _ex0, _pa0, _an0
     cdef public object _rec0
-    cdef public dict _api_names, _plans, _error_names
+    cdef public dict _api_names, _plans, _error_names, _quirky_brokers
     cpdef _api_name(self, api_key)
     cpdef _error_name(self, code)
     # The columns are lists (append in C), the body and its entries dicts (get in C).

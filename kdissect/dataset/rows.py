@@ -24,7 +24,7 @@ from dissector.records import (
     RecordsSummary,
     decode_records,
 )
-from dissector import schema
+from dissector import quirks, schema
 from dissector.schema import api_name, error_name
 from dissector.topics import TopicRegistry
 from dissector.v07.events import V07Request, V07Response, api_name_of, error_name_of
@@ -143,6 +143,8 @@ class RowBuilder:
         self._api_names: dict[int, str] = {}
         self._plans: dict[int, tuple[Plan, ...]] = {}       # by _plan_key
         self._error_names: dict[int, str] = {}
+        # Connections whose broker showed a known quirk of its own (dissector.quirks): who it is.
+        self._quirky_brokers: dict[str, str] = {}
 
     # -- exchanges ---------------------------------------------------------------------------
 
@@ -497,9 +499,12 @@ class RowBuilder:
         """CRC and framing problems the summary found; with --records, the records themselves."""
         failures = getattr(rec, "crc_failures", None)
         if failures:
+            quirk = None
+            if self._quirky_brokers.get(conn.id) == MOCK_CLUSTER:
+                quirk = quirks.control_batch_crc(_all_control(getattr(rec, "data", None), failures))
             self._anomaly_at(conn.id, ts, "crc_mismatch", kind,
                              f"{where}: CRC mismatch in {len(failures)} entr{'y' if len(failures) == 1 else 'ies'} "
-                             f"at byte {', '.join(map(str, failures[:10]))}", topic_id if track else None)
+                             f"at byte {', '.join(map(str, failures[:10]))}", topic_id if track else None, quirk)
         error = getattr(rec, "error", None)
         if error:
             self._anomaly_at(conn.id, ts, "records_malformed", kind, f"{where}: {error}",
@@ -681,21 +686,41 @@ class RowBuilder:
     # -- anomalies ---------------------------------------------------------------------------
 
     def anomaly(self, conn: ConnectionLike | None, a: Anomaly) -> None:
+        quirk = a.extra.get("quirk") if a.extra else None
+        if quirk is not None and conn is not None and a.direction == Direction.TO_CLIENT:
+            self._quirky_brokers[conn.id] = quirk.of
         self._anomaly_at(conn.id if conn is not None else None, us(a.ts) if a.ts else None, a.kind,
-                         _DIRECTION.get(a.direction) if a.direction is not None else None, a.detail, None)
+                         _DIRECTION.get(a.direction) if a.direction is not None else None, a.detail, None, quirk)
 
     def _anomaly_at(self, cid: str | None, ts: int | None, kind: str, direction: str | None, detail: str,
-                    unresolved_topic: str | None) -> None:
+                    unresolved_topic: str | None, quirk: quirks.Quirk | None = None) -> None:
         if unresolved_topic is not None:
             self._unresolved.anomaly(self._where_next("anomalies"), unresolved_topic)  # type: ignore[union-attr]
-        capture, connection, a_ts, a_kind, a_direction, a_detail = self._an
+        capture, connection, a_ts, a_kind, a_direction, a_detail, a_quirk_of, a_quirk = self._an
         capture.append(self.capture)
         connection.append(cid)
         a_ts.append(ts)
         a_kind.append(kind)
         a_direction.append(direction)
         a_detail.append(detail)
+        a_quirk_of.append(quirk.of if quirk is not None else None)
+        a_quirk.append(quirk.reason if quirk is not None else None)
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
+
+
+MOCK_CLUSTER = "librdkafka mock cluster"
+_CONTROL = 0x20   # the control bit of a v2 batch's attributes
+
+
+def _all_control(data: bytes | None, failures: list[int]) -> bool:
+    """Whether every entry that failed its CRC check is a control batch (its attributes at byte 21)."""
+    if not data:
+        return False
+    for at in failures:
+        attributes = data[at + 21:at + 23]
+        if len(attributes) < 2 or data[at + 16] != 2 or not attributes[1] & _CONTROL:
+            return False
+    return True
 
 
 def _keep_failed(failed: int, key: bytes | None, value: bytes | None, key_bytes: list, value_bytes: list) -> int:

@@ -108,6 +108,8 @@ SPEC: dict[str, tuple[tuple[str, str, bool], ...]] = {
         ("kind", "string", False),
         ("direction", "string", True),
         ("detail", "string", True),
+        ("quirk_of", "string", True),      # a known quirk (dissector.quirks): who sends such bytes
+        ("quirk", "string", True),         # ... and why they do no harm
     ),
 }
 
