@@ -87,10 +87,25 @@ def _summary_line(results: runner.Results, datasets: Sequence[str] = ()) -> str:
     def n(col: str, word: str) -> str:
         count = s[col] or 0
         return f"{count:,} {word}{'s' * (count != 1)}"
-    return (f"read {n('captures', 'capture')} and {n('exchanges', 'exchange')}{where}: "
+    return (f"read {n('captures', 'capture')} and {n('exchanges', 'exchange')}{where}{_without_exchanges(s)}: "
             f"{n('connections', 'connection')}, {n('clients', 'client')}, {n('brokers', 'broker')}, "
             f"{n('errors', 'error')}, {n('anomalies', 'anomaly').replace('anomalys', 'anomalies')}; "
             f"{runner._cell(s['first_ts'])} UTC to {runner._cell(s['last_ts'])} UTC ({_span(s['duration_s'] or 0.0)})")
+
+
+def _without_exchanges(s: dict) -> str:
+    """`` (8 captures without exchanges: 7 with anomalies only (tls), 1 with no Kafka found)``: why the dataset
+    holds more captures than the exchanges show (a TLS capture without its keys, a capture of other traffic)."""
+    total = s.get("captures_without_exchanges") or 0
+    if not total:
+        return ""
+    rowless = s.get("captures_without_rows") or 0
+    why = []
+    if total > rowless:
+        why.append(f"{total - rowless:,} with anomalies only ({', '.join(s.get('anomalies_without_exchanges') or [])})")
+    if rowless:
+        why.append(f"{rowless:,} with no Kafka found")
+    return f" ({total:,} capture{'s' * (total != 1)} without exchanges: {', '.join(why)})"
 
 
 def _span(seconds: float) -> str:

@@ -19,6 +19,8 @@ Usage::
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -32,8 +34,13 @@ from analysis.options import Options
 CONNECTION = ["capture", "connection"]
 
 
-def summary(exchanges: DataFrame, anomalies: DataFrame) -> DataFrame:
-    """One row: capture span, captures, connections, clients, brokers, exchanges, errors, bytes, anomalies."""
+def summary(exchanges: DataFrame, anomalies: DataFrame, rowless: int | None = None) -> DataFrame:
+    """One row: capture span, captures, connections, clients, brokers, exchanges, errors, bytes, anomalies.
+
+    ``captures`` counts them as decode does: those with a row (an exchange, or anomalies only: a TLS capture
+    without its keys), plus ``rowless`` (:func:`rowless_captures`), whose files hold no row at all. Those
+    without an exchange are counted apart (``captures_without_exchanges``, the kinds of their anomalies),
+    so a dataset that holds more captures than the exchanges show says why."""
     ts = frames.exchange_ts()
     # A connection counts when the dataset holds a row of it, an exchange or an anomaly (a TLS connection
     # without its keys has only the latter), in its capture: as decode's summary counts them.
@@ -42,17 +49,56 @@ def summary(exchanges: DataFrame, anomalies: DataFrame) -> DataFrame:
              .distinct().agg(F.count(F.lit(1)).alias("connections")))
     ex = exchanges.agg(
         F.min(ts).alias("first_ts"), F.max(ts).alias("last_ts"),
-        F.countDistinct("capture").alias("captures"),
         F.countDistinct("client_id").alias("clients"),
         F.countDistinct(frames.broker()).alias("brokers"),
         F.count(F.lit(1)).alias("exchanges"),
         F.sum(frames.failed().cast("long")).alias("errors"),
         F.sum(F.coalesce("request_bytes", F.lit(0)) + F.coalesce("response_bytes", F.lit(0))).alias("bytes"))
     an = anomalies.agg(F.count(F.lit(1)).alias("anomalies"))
-    return (ex.crossJoin(conns).crossJoin(an)
+    empty = F.lit(rowless).cast("long")
+    return (ex.crossJoin(conns).crossJoin(an).crossJoin(_captures(exchanges, anomalies))
             .withColumn("duration_s", frames.millis_between("first_ts", "last_ts") / 1000.0)
-            .select("first_ts", "last_ts", "duration_s", "captures", "connections", "clients", "brokers",
-                    "exchanges", "errors", "bytes", "anomalies"))
+            .select("first_ts", "last_ts", "duration_s",
+                    (F.col("with_rows") + F.coalesce(empty, F.lit(0))).alias("captures"),
+                    "connections", "clients", "brokers", "exchanges", "errors", "bytes", "anomalies",
+                    (F.col("anomalies_only") + F.coalesce(empty, F.lit(0))).alias("captures_without_exchanges"),
+                    empty.alias("captures_without_rows"), "anomalies_without_exchanges"))
+
+
+def _captures(exchanges: DataFrame, anomalies: DataFrame) -> DataFrame:
+    """One row: ``with_rows``, the captures with an exchange or an anomaly; ``anomalies_only``, those with
+    anomalies and no exchange; ``anomalies_without_exchanges``, the kinds of those anomalies, sorted."""
+    with_exchanges = exchanges.select("capture").distinct()
+    only = anomalies.select("capture", "kind").join(with_exchanges, "capture", "left_anti")
+    rows = (with_exchanges.unionByName(anomalies.select("capture")).distinct()
+            .agg(F.count(F.lit(1)).alias("with_rows")))
+    return rows.crossJoin(only.agg(F.countDistinct("capture").alias("anomalies_only"),
+                                   F.array_sort(F.collect_set("kind")).alias("anomalies_without_exchanges")))
+
+
+# A capture decoded in shares (decode --jobs) writes <name>-<k>of<n>.parquet per share (kdissect's writer).
+_SHARE = re.compile(r"-\d+of\d+$")
+
+
+def rowless_captures(paths: Sequence[str]) -> int | None:
+    """How many captures of the local datasets at ``paths`` have files with no row in any table: decode read
+    them and found no Kafka connection (no anomaly either), so no query sees them. Counted by their file
+    names in ``exchanges/`` and ``anomalies/`` (a capture's shares are one); None when a dataset is not a
+    local directory (its files are Spark's to list)."""
+    import pyarrow.parquet as pq
+    if any("://" in p for p in paths):
+        return None
+    rows: dict[str, int] = {}
+    for path in paths:
+        for table in ("exchanges", "anomalies"):
+            directory = os.path.join(path, table)
+            for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+                if not name.endswith(".parquet") or name.startswith((".", "_")):
+                    continue
+                capture = os.path.join(path, _SHARE.sub("", name.removesuffix(".parquet")))
+                if rows.get(capture, 0) == 0:     # a capture with rows needs no more footers read
+                    rows[capture] = pq.read_metadata(os.path.join(directory, name)).num_rows
+    return sum(1 for n in rows.values() if n == 0)
 
 
 def with_connection_client(exchanges: DataFrame) -> DataFrame:
@@ -122,7 +168,7 @@ def anomalies_by_kind(anomalies: DataFrame) -> DataFrame:
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
     return {
-        "summary": summary(ds.exchanges, ds.anomalies),
+        "summary": summary(ds.exchanges, ds.anomalies, rowless_captures(ds.paths)),
         "clients": frames.ordered(clients(ds.exchanges), F.col("exchanges").desc(), "client_id"),
         "api_versions": frames.ordered(api_versions(ds.exchanges), F.col("outdated").desc_nulls_last(), "client_id",
                                        "api_key", "api_version"),

@@ -38,6 +38,37 @@ def cache_dir() -> Path:
     return Path(base) / "kdissect"
 
 
+# Spark's logs of the JVMs kdissect started, newest kept: enough to look back at the last few runs.
+LOGS_KEPT = 20
+
+
+def log_file() -> Path:
+    """Where the JVM this process starts writes Spark's log: ``logs/spark-<pid>.log`` in the cache directory
+    (the temporary directory when that cannot be made), the oldest logs beyond :data:`LOGS_KEPT` removed."""
+    import tempfile
+    name = f"spark-{os.getpid()}.log"
+    for directory in (cache_dir() / "logs", Path(tempfile.gettempdir()) / "kdissect-logs"):
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        _prune(directory, keep=name)
+        return directory / name
+    return Path(os.devnull)
+
+
+def _prune(directory: Path, keep: str) -> None:
+    """Leave room for one more log: the newest ``LOGS_KEPT - 1`` others stay (a run still writing is among them)."""
+    def age(path: Path) -> float:
+        try:
+            return path.stat().st_mtime
+        except OSError:
+            return 0.0
+    others = sorted((p for p in directory.glob("spark-*.log") if p.name != keep), key=age, reverse=True)
+    for old in others[LOGS_KEPT - 1:]:
+        old.unlink(missing_ok=True)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

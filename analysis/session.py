@@ -8,8 +8,9 @@ here first: the master URL's form (:func:`check_master`), that something listens
 (:func:`check_reachable`), and Java (:func:`check_java`); a start that still fails is one line too.
 
 Locally the session runs in UTC with its UI and console progress off, the FAIR scheduler (the analysis
-runs its independent tables side by side, :mod:`analysis.runner`) and Spark's logs quiet from the first
-line (``analysis/log4j2.properties``; ``KDISSECT_SPARK_LOG=WARN`` shows more).
+runs its independent tables side by side, :mod:`analysis.runner`) and Spark's logs in a file from the first
+line (``analysis/log4j2.properties``, :func:`analysis.jvm.log_file`; ``KDISSECT_SPARK_LOG=WARN`` logs more),
+never on the terminal.
 """
 
 from __future__ import annotations
@@ -570,8 +571,15 @@ def conf_for_size(input_bytes: int) -> dict[str, str]:
             "spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.sql.autoBroadcastJoinThreshold": "-1"}
 
 
+def log_options() -> list[str]:
+    """Java options sending the log of a JVM this process starts to its file (:func:`jvm.log_file`), quiet from
+    its first line: nothing Spark logs reaches the terminal, where kdissect says what failed in one line."""
+    return [f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}", "-Dkdissect.log.appender=file",
+            f"-Dkdissect.log.file={jvm.log_file()}"]
+
+
 def jvm_options(input_bytes: int) -> list[str]:
-    return [f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}", *jvm.quick_start_options(input_bytes)]
+    return [*log_options(), *jvm.quick_start_options(input_bytes)]
 
 
 def build_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None,
@@ -603,8 +611,8 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
         builder = builder.master(master)
     settings = {"spark.sql.session.timeZone": "UTC"}
     if not under_submit:
-        # Quiet from the JVM's first line (setLogLevel comes too late for startup warnings).
-        settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
+        # Logs to a file from the JVM's first line (setLogLevel comes too late for startup warnings).
+        settings["spark.driver.extraJavaOptions"] = " ".join(log_options())
     if master is not None and master.startswith("local"):
         settings.update(LOCAL_DEFAULTS)
         settings["spark.sql.shuffle.partitions"] = str(SHUFFLE_PARTITIONS_LOCAL)

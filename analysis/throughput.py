@@ -6,7 +6,9 @@ acks=0 requests, which get no response and which the producer counts as sent
 (``acks0_records`` says how many of them). A partition the broker rejected, or
 whose response was not captured, is not counted. ``fetched_records``/
 ``fetched_bytes`` count the record data carried by Fetch responses (a consumer
-re-reading data counts again). ``requests_per_s`` is over the whole span.
+re-reading data counts again). ``requests_per_s`` is a topic-partition's requests over its own active
+span, from its first Produce or Fetch entry to its last (a dataset of captures days apart is not spread
+over the days between); null when that span is zero (one exchange): no rate to give.
 
 Tables: ``throughput_by_topic``, ``throughput_over_time``, ``top_clients``.
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from analysis import frames, runner
@@ -78,23 +80,29 @@ SUMMED = ("produced_records", "produced_bytes", "acks0_records", "fetched_record
 
 
 def _totals(fl: DataFrame, *keys: str) -> DataFrame:
-    """Per ``keys``: the flows' sums, and ``requests``, the distinct exchanges among them. Counted in two
-    steps, per exchange and then per key (the exchange's key columns are never null): a distinct count
-    over the three key columns at once took the embedded engine 24 s on 2,000,000 exchanges, the two
-    steps a tenth of a second."""
-    per_exchange = fl.groupBy(*keys, *frames.KEYS).agg(*[F.sum(c).alias(c) for c in SUMMED])
+    """Per ``keys``: the flows' sums, ``requests`` (the distinct exchanges among them) and the first and last
+    entry's time (``first_ts``, ``last_ts``). Counted in two steps, per exchange and then per key (the
+    exchange's key columns are never null): a distinct count over the three key columns at once took the
+    embedded engine 24 s on 2,000,000 exchanges, the two steps a tenth of a second."""
+    per_exchange = fl.groupBy(*keys, *frames.KEYS).agg(*[F.sum(c).alias(c) for c in SUMMED],
+                                                       F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"))
     return per_exchange.groupBy(*keys).agg(*[F.sum(c).alias(c) for c in SUMMED],
-                                           F.count(F.lit(1)).alias("requests"))
+                                           F.count(F.lit(1)).alias("requests"),
+                                           F.min("first_ts").alias("first_ts"), F.max("last_ts").alias("last_ts"))
+
+
+def _rate(count: str, first: str, last: str) -> Column:
+    """``count`` per second from ``first`` to ``last``; null when they are the same instant, where a rate
+    would be a division by zero (or by a floor made up for it)."""
+    span = frames.seconds_between(first, last)
+    return F.when(span > 0, F.col(count) / span)
 
 
 def by_topic(exchanges: DataFrame, partitions: DataFrame, fl: DataFrame | None = None) -> DataFrame:
-    """Per topic-partition over the whole capture; ``requests_per_s`` over the capture's span. ``fl``: the
-    :func:`flows` when the caller has them already."""
-    span = exchanges.agg(F.greatest(frames.millis_between(F.min(frames.exchange_ts()), F.max(frames.exchange_ts()))
-                                    / 1000.0, F.lit(1e-3)).alias("span_s"))
+    """Per topic-partition over the whole capture; ``requests_per_s`` over the partition's own active span
+    (:func:`_rate`). ``fl``: the :func:`flows` when the caller has them already."""
     return (_totals(_flows(exchanges, partitions, fl), "topic", "partition")
-            .crossJoin(span)
-            .withColumn("requests_per_s", F.col("requests") / F.col("span_s")).drop("span_s"))
+            .withColumn("requests_per_s", _rate("requests", "first_ts", "last_ts")).drop("first_ts", "last_ts"))
 
 
 def over_time(exchanges: DataFrame, partitions: DataFrame, window: str = "1 minute",

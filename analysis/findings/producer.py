@@ -72,8 +72,11 @@ def tiny_batches(inp: Inputs, th: Thresholds) -> DataFrame:
                 F.sum("records").alias("records"), F.sum("batches").alias("batches"),
                 frames.percentile("per_batch", 0.5).alias("median_records"))
            .withColumn("rate", per_second(F.col("requests"), F.col("first_ts"), F.col("last_ts"))))
+    # A producer that sent a few dozen records in all pays little for sending them one by one, whatever its
+    # rate over its few seconds: the records floor asks for traffic that matters.
     hits = agg.where((F.col("median_records") <= th["max_median_records_per_batch"])
-                     & (F.col("rate") > th["min_requests_per_s"]) & (F.col("requests") >= th["min_requests"]))
+                     & (F.col("rate") > th["min_requests_per_s"]) & (F.col("requests") >= th["min_requests"])
+                     & (F.col("records") >= th["min_records"]))
     return emit(hits, "producer.tiny_batches", "warning", "client", F.col("client_id"),
                 {"produce_requests": F.col("requests"), "requests_per_s": rounded(F.col("rate")),
                  "median_records_per_batch": F.col("median_records"), "records": F.col("records"),
@@ -253,7 +256,8 @@ def not_idempotent(inp: Inputs, th: Thresholds) -> DataFrame:
 RULES = (
     Rule("producer.tiny_batches", "one or two records per batch at a high request rate from one client",
          "produce_requests, requests_per_s, median_records_per_batch", "linger.ms, batch.size",
-         tiny_batches, {"max_median_records_per_batch": 2, "min_requests_per_s": 10, "min_requests": 20},
+         tiny_batches, {"max_median_records_per_batch": 2, "min_requests_per_s": 10, "min_requests": 20,
+                        "min_records": 100},
          applies=uses("Produce")),
     Rule("producer.uncompressed", "uncompressed record batches on a topic carrying a lot of data",
          "produced_bytes, uncompressed_bytes, uncompressed_share, uncompressed_bytes_per_s, producers",

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import kdissect
-from analysis import errors, runner
+from analysis import errors, jvm, runner
+from tests.analysis.test_session import LOGGED
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "samples" / "tansu-admin-errors.pcap"
@@ -68,8 +69,10 @@ def test_progress_line_only_on_a_terminal(dataset: Path, tmp_path: Path) -> None
     assert not quiet.enabled and quiet.stream.getvalue() == ""
     # A real pseudo-terminal as stderr: the line appears while Spark works, and is cleared at the end.
     primary, secondary = pty.openpty()
+    # Spark logging everything it logs: none of it on the terminal.
     p = subprocess.Popen([sys.executable, "-m", "kdissect", "analyze", str(dataset), "--master", "local[1]"],
-                         stdout=subprocess.PIPE, stderr=secondary, stdin=subprocess.DEVNULL, env=_env(), cwd=tmp_path)
+                         stdout=subprocess.PIPE, stderr=secondary, stdin=subprocess.DEVNULL,
+                         env={**_env(), "KDISSECT_SPARK_LOG": "INFO"}, cwd=tmp_path)
     os.close(secondary)
     seen = b""
     deadline = time.monotonic() + 600
@@ -95,7 +98,14 @@ def test_progress_line_only_on_a_terminal(dataset: Path, tmp_path: Path) -> None
     assert "tables (latency_by_api)" in text
     assert text.endswith("\r" + " " * 79 + "\r")          # and is wiped before the results are printed
     assert "analyze: " not in stdout and "exchanges" in stdout
-    # Nothing from the JVM's start breaks the line (its incubator-module warning did).
+    # Nothing from the JVM's start breaks the line (its incubator-module warning did), nor anything Spark
+    # logs (an error it recovered from printed a stack trace): that is in the run's log file.
     assert "WARNING" not in text and "\n" not in text.replace("\r\n", "")
+    assert not LOGGED.search(text), text[-2000:]
+    log = jvm.cache_dir() / "logs" / f"spark-{p.pid}.log"
+    try:
+        assert " INFO " in log.read_text()
+    finally:
+        log.unlink(missing_ok=True)
     # What was read comes first: a dataset holding more than the user thinks says so.
     assert stdout.startswith(f"read 1 capture and 32 exchanges from {dataset}: 4 connections, "), stdout[:300]

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
@@ -78,3 +80,35 @@ def test_anomalies_by_kind(spark):
     assertDataFrameEqual(inventory.anomalies_by_kind(anomalies), spark.createDataFrame(
         [("gap", 2, at(1), at(3), 1), ("truncated", 1, None, None, 1)],
         "kind string, count long, first_ts timestamp, last_ts timestamp, captures long"))
+
+
+@pytest.mark.parametrize("engine", ["spark", "embedded"])
+def test_summary_counts_the_captures_decode_read_and_says_why_some_have_no_exchanges(request, tmp_path, engine):
+    """A capture of Kafka, one of TLS without its keys (anomaly rows only) and one of TLS on a port Kafka
+    is not looked for, without keys (no row at all): decode read three, and so does analyze, saying why two
+    hold no exchange."""
+    import argparse
+    import io
+    from pathlib import Path
+
+    import kdissect
+    from analysis import cli
+    from tests.analysis.engines import connect_mode
+
+    samples = Path(__file__).resolve().parents[2] / "samples"
+    inputs = [samples / "mixed.pcap", samples / "tls" / "tls13.pcap", samples / "tls" / "tls13-port19443.pcap"]
+    decoded = kdissect.write_dataset(inputs, tmp_path / "ds")
+    assert decoded.counts.captures == 3
+    assert inventory.rowless_captures([str(tmp_path / "ds")]) == 1
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    args = parser.parse_args([str(tmp_path / "ds"), "--json", str(tmp_path / "results.json")])
+    printed, spark = io.StringIO(), request.getfixturevalue(engine)
+    with connect_mode(engine == "embedded"):
+        assert cli.run(args, printed, spark=spark) == 0
+    (row,) = json.loads((tmp_path / "results.json").read_text())["summary"]
+    assert (row["captures"], row["captures_without_exchanges"], row["captures_without_rows"],
+            row["anomalies_without_exchanges"]) == (3, 2, 1, ["tls"])
+    assert printed.getvalue().startswith(
+        f"read 3 captures and 122 exchanges from {tmp_path / 'ds'} (2 captures without exchanges: 1 with anomalies "
+        "only (tls), 1 with no Kafka found): ")

@@ -11,24 +11,31 @@ from tests.analysis.findings.rows import ex, part, produce_body, run, subjects
 pytestmark = pytest.mark.slow
 
 
-def test_tiny_batches_fires_just_over_the_rate_and_at_the_median(spark):
+def test_tiny_batches_fires_just_over_the_rate_at_the_median_and_the_records_floor(spark):
     rows = []
-    # over: 21 requests in 2 s (10.5/s > 10), 2 records per batch (median 2 <= 2)
-    rows += [ex("Produce", i * 0.1, client="over", request=produce_body(records=2)) for i in range(21)]
-    # under on rate: 20 requests in 2 s (10/s is not above 10)
-    rows += [ex("Produce", i * 2 / 19, client="slow", request=produce_body(records=1)) for i in range(20)]
+    # over: 50 requests in 4.9 s (10.2/s > 10), 2 records per batch (median 2 <= 2), 100 records in all
+    rows += [ex("Produce", i * 0.1, client="over", request=produce_body(records=2)) for i in range(50)]
+    # under on rate: 50 requests in 5 s (10/s is not above 10)
+    rows += [ex("Produce", i * 5 / 49, client="slow", request=produce_body(records=2)) for i in range(50)]
     # under on batching: 3 records per batch
-    rows += [ex("Produce", i * 0.1, client="batched", request=produce_body(records=3)) for i in range(21)]
+    rows += [ex("Produce", i * 0.1, client="batched", request=produce_body(records=3)) for i in range(50)]
+    # under on traffic: the same rate and median, 99 records in all
+    rows += [ex("Produce", i * 0.1, client="few", request=produce_body(records=1 if i == 0 else 2))
+             for i in range(50)]
     found = run(spark, "producer.tiny_batches", rows)
     assert subjects(found) == {"over": "warning"}
     ev = json.loads(found[0].evidence)
-    assert ev["produce_requests"] == 21 and ev["median_records_per_batch"] == 2.0 and ev["requests_per_s"] == 10.5
+    assert ev["produce_requests"] == 50 and ev["median_records_per_batch"] == 2.0 and ev["requests_per_s"] == 10.2
+    assert ev["records"] == 100
     assert found[0].show == "kdissect show cap.pcap --api Produce --client-id over"
 
 
 def test_tiny_batches_threshold_is_overridable(spark):
-    rows = [ex("Produce", i * 0.1, client="c", request=produce_body(records=3)) for i in range(21)]
+    rows = [ex("Produce", i * 0.1, client="c", request=produce_body(records=3)) for i in range(50)]
     assert run(spark, "producer.tiny_batches", rows, max_median_records_per_batch=3)
+    few = [ex("Produce", i * 0.1, client="c", request=produce_body(records=1)) for i in range(21)]
+    assert not run(spark, "producer.tiny_batches", few)
+    assert run(spark, "producer.tiny_batches", few, min_records=21)
 
 
 def test_uncompressed_needs_volume_rate_and_share(spark):

@@ -74,6 +74,18 @@ def test_evidence_of_the_samples(found):
     assert gone["unassigned_ms"] > gone["waited_ms"] + gone["rebalance_ms"] - 1
 
 
+def test_tiny_batches_needs_traffic_that_matters(found):
+    """The acks=0 producer sent 20 one-record batches in 0.4 s (20 requests, 20/s counted over at least a
+    second): too little traffic for its batching to matter. The producer recorded with linger.ms 0 sent 160."""
+    def tiny(capture: str) -> list[dict]:
+        return [json.loads(f["evidence"]) for f in found
+                if f["capture"] == f"findings-{capture}.pcap" and f["finding"] == "producer.tiny_batches"]
+    assert EXPECTED["findings-acks0"]["client_ids"] == ["kd-find-acks0"]
+    assert "producer.tiny_batches" not in {w["finding"] for w in EXPECTED["findings-acks0"]["expect_findings"]}
+    assert tiny("acks0") == []
+    assert [(e["records"], e["produce_requests"]) for e in tiny("tiny-batches")] == [(160, 160)]
+
+
 def test_a_member_that_never_returns_is_not_a_session_timeout(found):
     mine = {f["finding"] for f in found if f["capture"] == "findings-member-vanished.pcap"}
     assert "group.member_vanished" in mine and "group.session_timeout" not in mine
