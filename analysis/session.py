@@ -393,14 +393,18 @@ class Spark:
             try:
                 if not self.lost:
                     self.session.stop()
+                else:
+                    _abandon(self.session)
             finally:
                 self.embedded.stop()
                 if self.scratch is not None:
                     shutil.rmtree(self.scratch, ignore_errors=True)
             return
         if self.died():
+            _abandon(self.session)
             return
         if self.lost:   # nothing to ask a Spark that stopped answering: a JVM of ours still exiting is ended
+            _abandon(self.session)
             proc = self._jvm()
             if proc is not None:
                 proc.kill()
@@ -757,3 +761,16 @@ def cancel(spark, group: str) -> None:
     except Exception:  # noqa: BLE001 - best effort while already failing
         pass
 
+
+def _abandon(spark: Any) -> None:
+    """The Spark Connect client of a server that is gone, closed here without a word to it. Left open,
+    pyspark's exit handler asks the server to clean its ML cache, and retries that for ten minutes before
+    the process may end (the command had printed its one line long before)."""
+    client = getattr(spark, "client", None) if is_remote(spark) else None
+    if client is None:
+        return
+    client._closed = True              # the flag pyspark's exit handler checks (pyspark 4.x)
+    try:
+        client._channel.close()
+    except Exception:  # noqa: BLE001 - a channel already broken has nothing left to close
+        pass

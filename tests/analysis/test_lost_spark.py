@@ -49,8 +49,12 @@ QUICK_S = 60
 
 
 def analyze_and_kill(env: dict[str, str], dataset: Path, remote: str = "", server_pid: int = 0) -> list[str]:
+    t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", SCRIPT, str(dataset), remote, str(server_pid)], cwd=REPO,
                           capture_output=True, text=True, timeout=600, check=False, env=env)
+    # The process ends with the analysis: pyspark's exit handler once asked the dead server to clean its ML
+    # cache, retrying for up to ten minutes after the one line was printed.
+    assert time.monotonic() - t0 < 2 * QUICK_S, proc.stdout
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "RETRIES_EXCEEDED" not in proc.stderr, proc.stderr[-3000:]
     return proc.stdout.splitlines()
