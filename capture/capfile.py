@@ -20,11 +20,15 @@ def open_capture(path: str | os.PathLike[str]) -> RecordSource:
         head = stream.read(16)
         if stream.problems:
             raise CaptureError(f"{stream.name}: {stream.problems[0].detail.split(': ', 1)[-1]}")
-        # The readers expect the stream at offset 0; gzip streams cannot seek cheaply, so reopen.
-        stream.close()
         magic = head[:4]
         if magic in MAGICS or magic == PCAPNG_MAGIC:
-            stream = ByteStream.open(path)
+            # The readers expect the stream at offset 0; gzip streams cannot seek cheaply, so a file is
+            # reopened, and a pipe, which cannot be, hands its head back.
+            if stream.seekable:
+                stream.close()
+                stream = ByteStream.open(path)
+            else:
+                stream.unread(head)
             return PcapReader(stream) if magic in MAGICS else PcapngReader(stream)
         what = "gzip-compressed, and the content is " if stream.compressed else ""
         raise CaptureError(f"{stream.name}: {what}{describe_unknown(head)}")

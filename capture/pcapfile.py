@@ -72,7 +72,7 @@ class PcapReader:
         magic = head[:4]
         order, frac_ns, hlen = MAGICS[magic]
         if len(head) < 24:
-            self._problem("capture_truncated", 0, f"file ends inside the {len(head)}-byte pcap header")
+            self._problem("capture_truncated", 0, f"file ends inside the pcap header ({len(head)} of its 24 bytes)")
             return
         _, _, _, _, snaplen, network = struct.unpack(order + "HHiIII", head[4:24])
         # High bits carry the FCS length flag; the link type is the low 16.

@@ -181,7 +181,8 @@ class PcapngReader:
                 if btype == SHB:
                     if not self._fill(28):
                         self._problem("capture_truncated", last_ts,
-                                      "file ends inside a section header", offset=self._base + self._pos)
+                                      f"file ends inside a section header block ({len(self._buf) - self._pos} of "
+                                      "its first 28 bytes)", offset=self._base + self._pos)
                         return
                     buf, pos = self._buf, self._pos
                     bom = buf[pos + 8:pos + 12]

@@ -61,6 +61,21 @@ class _Gunzip:
                 return data
 
 
+class _Prefixed:
+    """A pipe's first bytes, already read, then the pipe."""
+
+    __slots__ = ("_head", "_raw")
+
+    def __init__(self, head: bytes, raw: BinaryIO) -> None:
+        self._head, self._raw = head, raw
+
+    def read(self, n: int) -> bytes:
+        if self._head:
+            out, self._head = self._head, b""
+            return out
+        return self._raw.read(n)
+
+
 class ByteStream:
     """``read(n)`` over a file, transparently gunzipped; never raises on damage.
 
@@ -69,7 +84,7 @@ class ByteStream:
     which is what a progress bar compares with the file size.
     """
 
-    __slots__ = ("_buf", "_ended", "_gz", "_raw", "compressed", "name", "problems", "size")
+    __slots__ = ("_buf", "_ended", "_gz", "_raw", "compressed", "name", "problems", "seekable", "size")
 
     def __init__(self, raw: BinaryIO, name: str) -> None:
         self._raw = raw
@@ -80,14 +95,19 @@ class ByteStream:
             self.size: int | None = os.fstat(raw.fileno()).st_size
         except (OSError, AttributeError, io.UnsupportedOperation):
             self.size = None
+        self.seekable = raw.seekable()
+        if not self.seekable:
+            self.size = None                   # a pipe's st_size is 0, not its length
         head = raw.read(2)
-        try:
+        if self.seekable:
             raw.seek(0)
-        except (OSError, io.UnsupportedOperation):
-            raise CaptureError(f"{name}: not seekable") from None
+        self._buf = b"" if self.seekable else head      # a pipe (``kdissect show -``): handed back by read()
         self.compressed = head == b"\x1f\x8b"
-        self._gz = _Gunzip(raw) if self.compressed else None
-        self._buf = b""
+        if self.compressed and self._buf:
+            self._gz = _Gunzip(_Prefixed(self._buf, raw))
+            self._buf = b""
+        else:
+            self._gz = _Gunzip(raw) if self.compressed else None
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> ByteStream:
@@ -101,8 +121,15 @@ class ByteStream:
             raise CaptureError(f"{name}: is a directory")
         return cls(raw, name)
 
+    def unread(self, data: bytes) -> None:
+        """Hand ``data`` out again before what follows: how a pipe, which cannot be reopened, is sniffed."""
+        self._buf = data + self._buf
+
     def read(self, n: int) -> bytes:
         if self._gz is None:
+            if self._buf:
+                out, self._buf = self._buf[:n], self._buf[n:]
+                return out + self._raw.read(n - len(out)) if len(out) < n else out
             return self._raw.read(n)
         if self._ended:
             out, self._buf = self._buf, b""
