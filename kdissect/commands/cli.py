@@ -20,22 +20,23 @@ from kdissect.errors import (
 )
 
 EXIT_INTERRUPTED = 130   # the others: kdissect.errors (the README's exit codes)
+COMPACT_WIDTH_TEXT = "120"   # kdissect.commands.show.COMPACT_WIDTH, without importing show for --help
 
 MAIN_HELP = """\
 Decode Apache Kafka traffic from packet captures into a Parquet dataset that
 Spark, pandas and DuckDB read as it is.
 
 Start here:
-  kdissect doctor traffic.pcap                what is wrong, worst first (decode + analyze)
-  kdissect decode traffic.pcap -o out/        capture file(s) -> Parquet dataset
-  kdissect spark-decode caps/ -o out/         the same, as Spark tasks (local or a cluster)
-  kdissect show traffic.pcap --api Produce    one line per Kafka message, like tshark
-  kdissect live -i eth0 -o out/ --rotate 60   sniff an interface into the dataset
-  kdissect analyze out/ --report report.html  analysis of the dataset, with a report (no Java)
-  kdissect spark-server start                 keep an engine running for --remote
-  kdissect protocol                           which api keys and versions are decoded
+  kdissect doctor traffic.pcap                # what is wrong, worst first (decode + analyze)
+  kdissect decode traffic.pcap -o out/        # capture file(s) -> Parquet dataset
+  kdissect spark-decode caps/ -o out/         # the same, as Spark tasks (local or a cluster)
+  kdissect show traffic.pcap --api Produce    # one line per Kafka message, like tshark
+  kdissect live -i eth0 -o out/ --rotate 60   # sniff an interface into the dataset
+  kdissect analyze out/ --report report.html  # analysis of the dataset, with a report (no Java)
+  kdissect spark-server start                 # keep an engine running for --remote
+  kdissect protocol                           # which api keys and versions are decoded
 
-Run 'kdissect COMMAND --help' for each command's options.
+Run 'kdissect COMMAND --help' for each command's options and examples.
 """
 
 DECODE_HELP = """\
@@ -52,22 +53,69 @@ set is named after its first file. --separate-files decodes every file alone.
 
 examples:
   kdissect decode traffic.pcapng -o out/
-  kdissect decode captures/ -o out/ --ports 9092,9093 --records
+  kdissect decode caps/ -o out/ --ports 9092,9093 --records
   python -c "import pyarrow.dataset as ds; print(ds.dataset('out/exchanges').to_table().num_rows)"
 """
 
 SHOW_HELP = """\
-Each line: number, time, client -> broker (request) or client <- broker
-(response), api and version, correlation id, client id or error name, latency
-of responses, and the topic[partitions] the message touches. Filters combine
-with AND; --errors and --slower-than select responses only.
+Each line: the frame number (Wireshark's: the packet that completed the
+message), time, client -> broker (request) or client <- broker (response), api
+and version, correlation id, client id or error name, latency of responses, and
+the topic[partitions] the message touches; topic ids are shown by name once the
+capture names them. A line starting with ! is an anomaly, or a request that was
+never answered. Filters combine with AND; --errors and --slower-than select
+responses; --topic finds Fetch v13+ messages, which name topics by id, by the
+names the capture's Metadata responses give them. --slower-than leaves out
+idle Fetch long-polls (no records back after waiting max_wait_ms), as analyze
+does; --include-idle keeps them.
 
 examples:
   kdissect show traffic.pcap
   kdissect show traffic.pcap --api Produce,Fetch --topic orders
   kdissect show traffic.pcap --errors
+  kdissect show traffic.pcap --unanswered
   kdissect show traffic.pcap --slower-than 50 -V
+  kdissect show traffic.pcap --since 2.5 --until 3 --compact
+  kdissect show traffic.pcap --frames 100-200
   kdissect show rotated/ --errors          # tcpdump -C/-G files of one capture, read as one
+  tcpdump -i lo -w - port 9092 | kdissect show -
+"""
+
+SPARK_DECODE_HELP = """\
+As 'decode', with Spark tasks: one or more per capture file, each a share of
+its TCP connections (--shards). Runs JVM Spark (Java 17): --master, or
+spark-submit's, or local[*]. OUTDIR and the inputs must be at the same path on
+every executor. A pattern is expanded here when the shell left it quoted.
+
+examples:
+  kdissect spark-decode caps/ -o out/
+  kdissect spark-decode 'caps/*.pcap' -o out/ --records --master local[2]
+  kdissect spark-decode /shared/caps/ -o /shared/out/ --master spark://host:7077
+"""
+
+COMPARE_HELP = """\
+Decodes a capture with kdissect and with Wireshark's tshark, pairs the
+messages by connection, direction and correlation id, and prints where api,
+version, client id, error codes or topics differ, then a summary. A message
+tshark could not decode (a version or api its Wireshark predates, a response
+whose request it did not decode) is counted apart with the reason, not as a
+disagreement. Needs tshark (Debian/Ubuntu: apt-get install tshark); --tshark
+runs another, e.g. a newer Wireshark's.
+
+examples:
+  kdissect compare traffic.pcap
+  kdissect compare traffic.pcap --ports 9092,9093
+  kdissect compare traffic.pcap --tls-keylog keys.log
+"""
+
+PROTOCOL_HELP = """\
+The api keys the dissector decodes (Kafka 0.8 to 4.x): key, name, the versions
+decoded, the first flexible version, and the Kafka releases whose message specs
+define them; then how many keys and versions in all.
+
+examples:
+  kdissect protocol
+  kdissect protocol | grep -i fetch
 """
 
 LIVE_HELP = """\
@@ -96,13 +144,26 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+def _number(kind: type, text: str) -> float:
+    """``text`` as a whole number (``kind`` int) or a finite number (float)."""
+    what = "a whole number" if kind is int else "a number"
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
 def _positive(kind: type) -> object:
+    """A count (int: at least 1) or an amount (float: greater than 0)."""
+    if kind is int:
+        return _at_least(int, 1)
+
     def parse(text: str) -> object:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not value > 0 or value == float("inf"):
+        value = _number(kind, text)
+        if not value > 0:
             raise argparse.ArgumentTypeError(f"must be a finite number greater than 0, got {text!r}")
         return value
     parse.__name__ = kind.__name__
@@ -110,12 +171,11 @@ def _positive(kind: type) -> object:
 
 
 def _at_least(kind: type, minimum: float) -> object:
-    positive = _positive(kind)
-
     def parse(text: str) -> object:
-        value = positive(text)  # type: ignore[operator]
+        value = _number(kind, text)
         if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum:g}, got {text!r}")
+            whole = "a whole number, " if kind is int else ""
+            raise argparse.ArgumentTypeError(f"must be {whole}at least {minimum:g}, got {text!r}")
         return value
     parse.__name__ = kind.__name__
     return parse
@@ -143,16 +203,18 @@ def _common(p: argparse.ArgumentParser, records: bool) -> None:
 
 
 def _payload_options(p: argparse.ArgumentParser, records: bool = True) -> None:
+    """``records``: a command writing the dataset (its records table); else show, whose -V decodes them."""
     implies = " (implies --records)" if records else ""
+    shown = "" if records else "with -V, "
     p.add_argument("--schemas", metavar="DIR",
-                   help="decode record keys and values with the schemas in DIR: the registry's JSON saved as "
-                        "{id}.json (curl REGISTRY/schemas/ids/{id}), or {id}.avsc, {id}.proto, "
+                   help=f"{shown}decode record keys and values with the schemas in DIR: the registry's JSON saved "
+                        "as {id}.json (curl REGISTRY/schemas/ids/{id}), or {id}.avsc, {id}.proto, "
                         f"{{id}}.schema.json{implies}")
     p.add_argument("--schema-registry", metavar="URL",
-                   help="fetch the schemas of the ids seen from this Schema Registry, cached in "
-                        f"OUTDIR/schemas/{implies}")
+                   help=f"{shown}fetch the schemas of the ids seen from this Schema Registry"
+                        + (f", cached in OUTDIR/schemas/{implies}" if records else " (kept in memory only)"))
     p.add_argument("--validate-json", action="store_true",
-                   help=f"check JSON Schema values against their schema (needs jsonschema){implies}")
+                   help=f"{shown}check JSON Schema values against their schema (needs jsonschema){implies}")
 
 
 def _separate_files(p: argparse.ArgumentParser) -> None:
@@ -197,8 +259,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _max_series(p)
 
     p = sub.add_parser("spark-decode", help="decode capture files into the Parquet dataset with Spark",
-                       description="As 'decode', with Spark tasks (one or more per capture file). "
-                                   "OUTDIR and the inputs must be at the same path on every executor.")
+                       description=SPARK_DECODE_HELP, formatter_class=fmt)
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="pcap/pcapng files (gzip ok), directories, globs")
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="dataset directory (created if missing)")
     _common(p, records=True)
@@ -211,20 +272,35 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="print Kafka messages one per line (-V: every field)",
                        description=SHOW_HELP, formatter_class=fmt)
     p.add_argument("inputs", nargs="+", metavar="INPUT",
-                   help="a pcap/pcapng file, or the files (or directory) of one rotated capture")
+                   help="a pcap/pcapng file, or the files (or directory) of one rotated capture; - reads standard "
+                        "input")
     p.add_argument("--api", action="append", default=[], metavar="NAME",
                    help="only these apis: names or keys, comma-separated or repeated (Produce,Fetch,3)")
     p.add_argument("--topic", action="append", default=[], metavar="TOPIC",
-                   help="only messages about this topic (name or topic id); repeatable")
+                   help="only messages about this topic, named by name or topic id; repeatable")
     p.add_argument("--client-id", action="append", default=[], metavar="ID",
                    help="only this client's requests and their responses; repeatable")
     p.add_argument("--errors", action="store_true", help="only responses carrying an error code, or malformed")
+    p.add_argument("--unanswered", action="store_true",
+                   help="only requests that never got a response (acks=0 Produce expects none), listed when the "
+                        "capture shows they got none")
     p.add_argument("--slower-than", type=_positive(float), metavar="MS",
-                   help="only responses that took at least MS milliseconds")
+                   help="only responses that took at least MS milliseconds (idle Fetch long-polls left out)")
+    p.add_argument("--include-idle", action="store_true",
+                   help="--slower-than keeps idle Fetch long-polls")
+    p.add_argument("--since", metavar="T",
+                   help="only messages at or after T: seconds since the first message (the time column, e.g. "
+                        "2.5) or a UTC time (2024-05-01T12:00:00)")
+    p.add_argument("--until", metavar="T", help="only messages before T (as --since)")
+    p.add_argument("--frames", metavar="N-M",
+                   help="only messages completed in these frames (Wireshark's numbers): N, N-M, N- or -M")
     p.add_argument("-V", "--verbose", action="store_true", help="print each message's decoded fields as a tree")
     p.add_argument("-c", "--count", type=_positive(int), metavar="N", help="stop after N lines")
     p.add_argument("-t", "--absolute-time", action="store_true",
                    help="UTC date and time instead of seconds since the first message")
+    p.add_argument("--compact", action="store_true",
+                   help="shorter lines: ports instead of addresses, fewer words, each line cut at the "
+                        f"terminal's width ({COMPACT_WIDTH_TEXT} when not a terminal)")
     _common(p, records=False)
 
     p = sub.add_parser("live", help="capture from a network interface into the dataset",
@@ -258,7 +334,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     else:
         sub.add_parser("doctor", help=doctor_help)
 
-    p = sub.add_parser("compare", help="compare kdissect's decoding of a capture with Wireshark's")
+    p = sub.add_parser("compare", help="compare kdissect's decoding of a capture with Wireshark's",
+                       description=COMPARE_HELP, formatter_class=fmt)
     p.add_argument("input", metavar="INPUT", help="a pcap/pcapng file")
     p.add_argument("--ports", metavar="LIST", help="Kafka ports (default: detect)")
     p.add_argument("--tshark", default="tshark", metavar="PATH",
@@ -286,7 +363,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="--engine spark: a Spark setting; repeatable")
 
-    sub.add_parser("protocol", help="list the api keys and versions the dissector decodes")
+    sub.add_parser("protocol", help="list the api keys and versions the dissector decodes",
+                   description=PROTOCOL_HELP, formatter_class=fmt)
     return parser
 
 
@@ -367,9 +445,9 @@ def _damaged(lines: list[str], then: str) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from kdissect.commands.filters import MessageFilter, parse_apis
+    from kdissect.commands.filters import MessageFilter, parse_apis, parse_frames, parse_time
     from kdissect.run.inputs import captures, describe
-    from kdissect.commands.show import ShowOptions, show
+    from kdissect.commands.show import COMPACT_WIDTH, ShowOptions, show
     from kdissect.run.source import DecodeOptions
 
     filt = MessageFilter(
@@ -378,16 +456,33 @@ def _show(args: argparse.Namespace) -> int:
         client_ids=frozenset(args.client_id) or None,
         errors_only=args.errors,
         slower_than_ms=args.slower_than,
+        include_idle=args.include_idle,
+        unanswered=args.unanswered,
+        since=parse_time(args.since, "--since") if args.since is not None else None,
+        until=parse_time(args.until, "--until") if args.until is not None else None,
+        frames=parse_frames(args.frames) if args.frames is not None else None,
     )
-    sets = captures(args.inputs)
-    if len(sets) != 1:
-        raise UsageError(f"{len(sets)} captures given ({', '.join(describe(c) for c in sets[:3])}"
-                            f"{', ...' if len(sets) > 3 else ''}): show takes one capture, a file or the files "
-                            "of one rotated capture")
+    if args.inputs == ["-"]:
+        target: object = "/dev/stdin"
+    elif "-" in args.inputs:
+        raise UsageError("- (standard input) is read alone: show takes one capture")
+    else:
+        sets = captures(args.inputs)
+        if len(sets) != 1:
+            raise UsageError(f"{len(sets)} captures given ({', '.join(describe(c) for c in sets[:3])}"
+                             f"{', ...' if len(sets) > 3 else ''}): show takes one capture, a file or the files "
+                             "of one rotated capture")
+        target = sets[0]
+    width = None
+    if args.compact:
+        width = os.get_terminal_size(sys.stdout.fileno()).columns if sys.stdout.isatty() else COMPACT_WIDTH
     damage: list[str] = []
-    show(sets[0], sys.stdout, ShowOptions(filt, args.verbose, args.absolute_time, args.count),
-         DecodeOptions.from_args(args), damage=damage)
+    notes: list[str] = []
+    show(target, sys.stdout, ShowOptions(filt, args.verbose, args.absolute_time, args.count, width),  # type: ignore[arg-type]
+         DecodeOptions.from_args(args), damage=damage, notes=notes)
     sys.stdout.flush()
+    for note in notes:
+        sys.stderr.write(f"kdissect: note: {note}\n")
     return _damaged(damage, "what could be read is shown")
 
 
@@ -411,10 +506,15 @@ def _compare(args: argparse.Namespace) -> int:
             raise
         raise KdissectError("compare is not available in this installation") from None
 
-    if not os.path.isfile(args.input):
+    if not os.path.exists(args.input):
         raise UsageError(f"{args.input}: no such file")
-    return run_compare(args.input, ports_option(args.ports), sys.stdout, tshark=args.tshark,
-                       tls_keylog=tuple(args.tls_keylog))
+    if not os.path.isfile(args.input):   # read twice, by kdissect and by tshark: no directory, no pipe
+        raise UsageError(f"{args.input}: not a file: compare takes one pcap/pcapng file")
+    damage: list[str] = []
+    run_compare(args.input, ports_option(args.ports), sys.stdout, tshark=args.tshark,
+                tls_keylog=tuple(args.tls_keylog), damage=damage)
+    sys.stdout.flush()
+    return _damaged(damage, "what could be read is compared")
 
 
 def _protocol(args: argparse.Namespace) -> int:
@@ -544,7 +644,7 @@ def _spark_server(args: argparse.Namespace) -> int:
             print(server.url)
             return 0
         print(f"running (pid {server.pid}, {server.engine}): {server.url}" if server.running else "not running")
-        return 0 if server.running else 3
+        return 0 if server.running else EXIT_FAILED
     except AnalysisError as exc:
         raise KdissectError(str(exc)) from None
 

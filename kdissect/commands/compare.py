@@ -31,11 +31,13 @@ from dataclasses import dataclass
 from typing import IO, Any, TextIO
 
 from capture import CaptureError, CaptureOptions, read_capture
-from dissector.events import Exchange, Request, Response
+from dissector.events import Anomaly, Exchange, Request, Response
 from dissector.schema import api_name
 
-from kdissect.errors import KdissectError
+from kdissect.errors import DamagedInput, KdissectError
 from kdissect.commands.filters import topics_of
+from kdissect.run.source import check_keylogs
+from kdissect.run.summary import DAMAGE
 
 KINDS = ("api", "version", "client_id", "decoded", "errors", "topics")
 
@@ -101,19 +103,31 @@ def kdissect_messages(path: str, ports: Iterable[int] | None = None) -> tuple[li
     return messages, plain_ports | tls_ports
 
 
-def kdissect_decoding(path: str, ports: Iterable[int] | None = None,
-                      tls_keylog: tuple[str, ...] = ()) -> tuple[list[Message], set[int], set[int]]:
-    """Our messages, and the broker ports of the plaintext and of the (decrypted) TLS connections."""
+def open_capture(path: str, ports: Iterable[int] | None = None, tls_keylog: tuple[str, ...] = ()) -> Any:
+    """The capture run our decoding reads; a file that is not a capture is :class:`DamagedInput`."""
     try:
-        run = read_capture(path, CaptureOptions(ports=frozenset(ports) if ports else None, tls_keylog=tls_keylog))
+        return read_capture(path, CaptureOptions(ports=frozenset(ports) if ports else None, tls_keylog=tls_keylog))
     except CaptureError as exc:
-        raise KdissectError(str(exc)) from None
+        raise DamagedInput(str(exc)) from None
+
+
+def kdissect_decoding(path: str, ports: Iterable[int] | None = None, tls_keylog: tuple[str, ...] = (),
+                      damage: list[str] | None = None) -> tuple[list[Message], set[int], set[int]]:
+    """Our messages, and the broker ports of the plaintext and of the (decrypted) TLS connections.
+    ``damage`` gets what is damaged in the capture file itself (cut short, a corrupt record)."""
+    return our_decoding(open_capture(path, ports, tls_keylog), damage)
+
+
+def our_decoding(run: Any, damage: list[str] | None = None) -> tuple[list[Message], set[int], set[int]]:
+    """:func:`kdissect_decoding` of a capture run :func:`open_capture` opened; closes it."""
     messages: list[Message] = []
     broker_ports: set[int] = set()
     tls_ports: set[int] = set()
     try:
         for ce in run:
             ex = ce.event
+            if damage is not None and ce.conn is None and isinstance(ex, Anomaly) and ex.kind in DAMAGE:
+                damage.append(ex.detail)
             if not isinstance(ex, Exchange) or ce.conn is None:
                 continue
             (tls_ports if ce.conn.tls is not None else broker_ports).add(ce.conn.broker_port)
@@ -299,8 +313,10 @@ def _expert(elem: ET.Element) -> str | None:
 
 
 def wireshark_messages(path: str, ports: Iterable[int], tshark: str = "tshark", tls_ports: Iterable[int] = (),
-                       keylog: str | None = None) -> list[Message]:
-    """Wireshark's decoding of ``path`` with ``ports`` decoded as Kafka (``tls_ports``: inside TLS)."""
+                       keylog: str | None = None, damaged: bool = False) -> list[Message]:
+    """Wireshark's decoding of ``path`` with ``ports`` decoded as Kafka (``tls_ports``: inside TLS).
+    ``damaged``: the capture is known to be cut short or corrupt, so tshark's failing on it is expected;
+    the messages it gave before are compared."""
     ports = set(ports)
     tls_ports = set(tls_ports)
     # stderr to a file: a pipe nobody reads while stdout streams could fill and stall tshark.
@@ -308,11 +324,12 @@ def wireshark_messages(path: str, ports: Iterable[int], tshark: str = "tshark", 
             subprocess.Popen(tshark_command(path, ports, tshark, tls_ports, keylog), stdout=subprocess.PIPE,
                              stderr=errfile) as proc:
         assert proc.stdout is not None
+        messages: list[Message] = []
         try:
-            messages = list(_PdmlReader(ports | tls_ports).read(proc.stdout))
+            messages.extend(_PdmlReader(ports | tls_ports).read(proc.stdout))
         except ET.ParseError:
-            messages = []    # tshark failed half-way: its exit status and stderr say why
-        if proc.wait() != 0:
+            pass             # tshark failed half-way: its exit status and stderr say why
+        if proc.wait() != 0 and not damaged:
             errfile.seek(0)
             err = errfile.read().decode(errors="replace")
             why = next((ln for ln in err.splitlines() if ln and not ln.startswith("Running as user")), "")
@@ -430,21 +447,28 @@ def tshark_version(exe: str) -> str | None:
 
 
 def run_compare(path: str, ports: list[int] | Iterable[int] | None, out: TextIO,
-                tshark: str = "tshark", tls_keylog: tuple[str, ...] = ()) -> int:
+                tshark: str = "tshark", tls_keylog: tuple[str, ...] = (), damage: list[str] | None = None) -> int:
     """Print where Wireshark and kdissect disagree on ``path``, then a summary; 0 once compared.
 
-    Raises :class:`KdissectError` (one line, exit 1 from the CLI) when tshark is missing or fails.
+    Raises :class:`KdissectError` (one line, exit 1 from the CLI) when tshark is missing or fails, and
+    :class:`DamagedInput` (exit 3) for a file that is not a capture. ``damage`` gets what is damaged inside
+    the capture (cut short, a corrupt record): what could be read on both sides is compared.
     """
+    damage = [] if damage is None else damage
+    check_keylogs(tls_keylog)                      # an unreadable key log is bad use, not a damaged capture
+    run = open_capture(path, ports, tls_keylog)    # not a capture: said whether tshark is there or not
     exe = shutil.which(tshark)
     if exe is None:
+        run.close()
         raise KdissectError(f"{tshark} not found: compare needs Wireshark's tshark "
                             "(Debian/Ubuntu: apt-get install tshark)")
     version = tshark_version(exe)
-    ours, broker_ports, tls_ports = kdissect_decoding(path, ports, tls_keylog)
+    ours, broker_ports, tls_ports = our_decoding(run, damage)
     kafka_ports = (set(ports or ()) | broker_ports) - tls_ports
     with tempfile.TemporaryDirectory(prefix="kdissect-keys-") as tmp:
         keylog = _one_keylog(tls_keylog, tmp)
-        theirs = wireshark_messages(path, kafka_ports, exe, tls_ports, keylog) if kafka_ports | tls_ports else []
+        theirs = (wireshark_messages(path, kafka_ports, exe, tls_ports, keylog, damaged=bool(damage))
+                  if kafka_ports | tls_ports else [])
     kafka_ports |= tls_ports
     pairs, only_ours, only_theirs = match(ours, theirs)
 

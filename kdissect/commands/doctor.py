@@ -3,10 +3,8 @@
 Decodes the inputs (into ``--dataset DIR`` or a temporary directory), runs the
 findings rules with Spark, prints the findings compactly with a ``kdissect
 show`` line per finding naming the capture file itself, and writes the results
-JSON / HTML report when asked. Exit status: 0 when nothing is critical, 1 when
-something is, 2 on bad use (bad option, missing input, bad rules file, no Kafka
-in the input), 3 when an input is damaged (and nothing is critical), 4 when
-doctor itself fails (Spark cannot start, ...).
+JSON / HTML report when asked. Exit status: :data:`HELP` says it, as the README's
+table of exit codes does.
 """
 
 from __future__ import annotations
@@ -26,11 +24,17 @@ from kdissect.errors import EXIT_DAMAGED, DamagedInput, KdissectError, UsageErro
 
 HELP = """\
 Decodes the captures, runs the analysis and the findings rules over them (on
-the embedded engine, no Java; --engine spark for JVM Spark), and prints what is wrong, worst first: which client, group, topic or
-broker, the figures behind it, the Kafka setting to look at, and a 'kdissect
-show' command line listing the exchanges behind it. Exit status 0 when no
-finding is critical, 1 when one is (so it can gate a CI job or a canary),
-2 on bad use.
+the embedded engine, no Java; --engine spark for JVM Spark), and prints what
+is wrong, worst first: which client, group, topic or broker, the figures
+behind it, the Kafka setting to look at, and a 'kdissect show' command line
+listing the exchanges behind it.
+
+Exit status: 0 when no finding is critical; 1 when one is (so it can gate a CI
+job or a canary); 2 on bad use (an unknown option or a bad value, an input that
+does not exist, a bad rules file, no Kafka in the input); 3 when an input is
+damaged (not a capture, or cut short: the findings are of what could be read)
+and no finding is critical; 4 when doctor itself fails (Spark cannot start, an
+unwritable --dataset, ...).
 
 Thresholds: every rule's are listed in the README; override them with
 --set RULE.THRESHOLD=VALUE (repeatable) or a TOML file (--rules), and turn a
@@ -38,7 +42,7 @@ rule off with --set RULE.enabled=false.
 
 examples:
   kdissect doctor traffic.pcap
-  kdissect doctor captures/ --report doctor.html --json doctor.json
+  kdissect doctor caps/ --report doctor.html --json doctor.json
   kdissect doctor traffic.pcap --set producer.tiny_batches.min_requests_per_s=50
   kdissect doctor traffic.pcap --dataset out/ --engine spark
 """
@@ -171,7 +175,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
             if not decoded.counts.exchanges and damage:
                 raise DamagedInput(f"{'; '.join(damage)}: no Kafka exchange could be read, nothing to judge")
             if not decoded.counts.exchanges:
-                raise UsageError("no Kafka exchanges in the input: nothing to judge (are --ports right?)")
+                raise UsageError(f"no Kafka exchanges in the input: {_why_no_exchanges(decoded.counts)}")
             results = _analyze(dataset_dir, findings, starting.wait())
     finally:
         starting.stop()
@@ -194,6 +198,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
     if any(r.get("severity") == "critical" for r in rows):
         return EXIT_CRITICAL
     return EXIT_DAMAGED if damage else EXIT_OK
+
+
+def _why_no_exchanges(counts: Any) -> str:
+    """TLS without its keys, said as decode's summary says it; else the ports may be wrong."""
+    from kdissect.run.summary import tls_advice
+    return tls_advice(counts) or "nothing to judge (are --ports right?)"
 
 
 # Capture bytes per byte of the dataset they decode to (~20 for small Produce requests), to size Spark

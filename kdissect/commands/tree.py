@@ -8,6 +8,8 @@ from typing import Any
 from dissector.codecs import render_bytes
 from dissector.events import Request, Response
 from dissector.records import RecordBatch, decode_records
+from dissector.schema import error_name
+from dissector.v07 import wire as v07_wire
 from dissector.v07.messages import Message07, MessageSetSummary, decode_message_set
 
 _INDENT = "    "
@@ -133,16 +135,20 @@ def _v07_detail(s: MessageSetSummary, depth: int, out: list[str]) -> None:
         out.append(f"{_INDENT * depth}error: {ms.error}")
 
 
-def _node(name: str, value: Any, depth: int, out: list[str], payloads: Any = None) -> None:
+def _node(name: str, value: Any, depth: int, out: list[str], payloads: Any = None,
+          errors: Any = error_name) -> None:
+    """``errors``: the error name of a code, in the message's protocol generation."""
     pad = _INDENT * depth
     if isinstance(value, dict):
         out.append(f"{pad}{name}")
         for k, v in value.items():
-            _node(k, v, depth + 1, out, payloads)
+            _node(k, v, depth + 1, out, payloads, errors)
     elif isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
         out.append(f"{pad}{name}: {len(value)} item{'s' if len(value) != 1 else ''}")
         for i, v in enumerate(value):
-            _node(f"[{i}]", v, depth + 1, out, payloads)
+            _node(f"[{i}]", v, depth + 1, out, payloads, errors)
+    elif name == "error_code" and type(value) is int:
+        out.append(f"{pad}{name}: {value} {errors(value)}")
     elif isinstance(value, list):
         out.append(f"{pad}{name}: [{', '.join(_text(v) for v in value)}]")
     elif hasattr(value, "record_count") and hasattr(value, "crc_failures"):
@@ -156,12 +162,14 @@ def message_tree(msg: Request | Response, kind: str, api: str, payloads: Any = N
     """The ``-V`` lines of a message; ``payloads`` (a :class:`payloads.PayloadDecoder`): records' keys
     and values decoded under them."""
     pad = _INDENT * 2
+    # The length field's value, as Wireshark shows it: the message after the 4 bytes that carry it.
+    length = f"{pad}length: {msg.size - 4}"
     if msg.protocol == "0.7":
-        out = [f"{_INDENT}Kafka 0.7 {api} {kind}", f"{pad}length: {msg.size}",
+        out = [f"{_INDENT}Kafka 0.7 {api} {kind}", length,
                f"{pad}ordinal: {msg.correlation_id} (0.7 has no correlation id; requests pair with responses "
                "by order)"]
     else:
-        out = [f"{_INDENT}Kafka {api} v{msg.api_version} {kind}", f"{pad}length: {msg.size}",
+        out = [f"{_INDENT}Kafka {api} v{msg.api_version} {kind}", length,
                f"{pad}correlation_id: {msg.correlation_id}"]
     if isinstance(msg, Request):
         if msg.protocol != "0.7":
@@ -176,8 +184,9 @@ def message_tree(msg: Request | Response, kind: str, api: str, payloads: Any = N
     if msg.body is None:
         out.append(f"{pad}body: not decoded" + (f" ({len(msg.raw)} bytes kept raw)" if msg.raw else ""))
     else:
+        errors = v07_wire.error_name if msg.protocol == "0.7" else error_name
         for k, v in msg.body.items():
-            _node(k, v, 2, out, payloads)
+            _node(k, v, 2, out, payloads, errors)
     if msg.failure is not None:
         f = msg.failure
         out.append(f"{pad}[decode stopped: {f.error} at byte {f.offset}: {f.detail}]")

@@ -207,6 +207,7 @@ def _mask_stop_signals() -> _StopSignalMask:
 
 def _run_live(live: LiveOptions, options: DecodeOptions, status: TextIO, tables: tuple[str, ...],
               metrics: MetricsRun | None, masked: _StopSignalMask) -> int:
+    made = _missing_dirs(Path(live.outdir), tables)
     out = prepare_outdir(live.outdir, tables)
     names = _Rotation(live.interface)
     spool = out / ".spool" / names.capture
@@ -227,6 +228,10 @@ def _run_live(live: LiveOptions, options: DecodeOptions, status: TextIO, tables:
         if threading.current_thread() is threading.main_thread() else {}
     try:
         return _run(live, options, status, out, names, spool, signals, runs, tables, metrics, masked)
+    except BaseException:
+        if not runs:             # nothing was captured: no empty dataset left behind
+            _remove_empty_dirs(made)
+        raise
     finally:
         masked.release()    # a signal still held is handled here, before the default handler is back
         for s, h in restore.items():
@@ -324,6 +329,21 @@ def _run(live: LiveOptions, options: DecodeOptions, status: TextIO, out: Path, n
     if len(signals) >= 2:
         return 128 + signals[1]
     return 0
+
+
+def _missing_dirs(out: Path, tables: tuple[str, ...]) -> list[Path]:
+    """The directories :func:`prepare_outdir` is about to create, deepest first."""
+    dirs = [out / t for t in tables] + [out, *out.parents]
+    return [d for d in dirs if not d.exists()]
+
+
+def _remove_empty_dirs(dirs: list[Path]) -> None:
+    """Remove what this run created and left empty; a directory something else wrote into stays."""
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:
+            continue
 
 
 def _remove_empty(path: Path) -> None:

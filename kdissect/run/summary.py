@@ -56,13 +56,33 @@ def _top(c: Counter[str], limit: int = 8) -> str:
     return f"  ({text})" if text else ""
 
 
-def _undecoded(counts: Counts) -> str:
-    """``  (of 5 TCP connections with data; 2 not Kafka)``: connections seen and not decoded (TLS ones
-    without keys have a line of their own)."""
-    flows = counts.flows
-    if not flows["not_kafka"]:
-        return ""
-    return f"  (of {sum(flows.values()):,} TCP connections with data; {flows['not_kafka']:,} not Kafka)"
+def tls_not_decoded(counts: Counts) -> int:
+    """TLS connections whose Kafka could not be read (no keys, keys that fail, or not Kafka inside): the
+    TLS layer reports each once, as a ``tls`` or ``tls_decrypt_failed`` anomaly."""
+    return counts.anomalies["tls"] + counts.anomalies["tls_decrypt_failed"]
+
+
+def tls_advice(counts: Counts) -> str:
+    """``10 TLS connections not decoded; decrypt with --tls-keylog FILE, ...``, or "" when there is none:
+    the summary's ``tls`` line, and doctor's reason when it found no exchange."""
+    n = tls_not_decoded(counts)
+    return f"{n:,} TLS connection{'s' if n != 1 else ''} not decoded; {HOW_TO_GET_KEYS}" if n else ""
+
+
+def _connections(counts: Counts) -> str:
+    """``90 Kafka  (of 170 TCP connections with data; 70 TLS not decoded, 10 not taken for Kafka)``.
+
+    ``counts.connections`` are the connections with a row: the Kafka ones, and the TLS ones not decoded
+    (their ``tls`` anomaly). ``counts.flows`` has the connections not taken for Kafka, which have no row;
+    its ``kafka`` and ``tls`` counts leave out TLS off Kafka ports, so the total is summed from the parts."""
+    tls = tls_not_decoded(counts)
+    kafka = max(len(counts.connections) - tls, 0)
+    other = counts.flows["not_kafka"]
+    if not (tls or other):
+        return f"{kafka:,} Kafka"
+    parts = [f"{tls:,} TLS not decoded"] if tls else []
+    parts += [f"{other:,} not taken for Kafka"] if other else []
+    return f"{kafka:,} Kafka  (of {kafka + tls + other:,} TCP connections with data; {', '.join(parts)})"
 
 
 def format_summary(counts: Counts, *, packets: int, bytes_read: int, elapsed: float, outdir: str,
@@ -84,7 +104,7 @@ def format_summary(counts: Counts, *, packets: int, bytes_read: int, elapsed: fl
         lines.append(f"rotated      {sum(n for _, n in rotated):,} files read as {len(rotated):,} "
                      f"capture{'s' if len(rotated) != 1 else ''}: {sets}{more}")
     lines += [
-        f"connections  {len(counts.connections):,}{_undecoded(counts)}",
+        f"connections  {_connections(counts)}",
         f"exchanges    {counts.exchanges:,}{_top(counts.per_api)}",
         f"unpaired     {sum(unpaired.values()):,}{_top(unpaired)}",
     ]
@@ -94,9 +114,8 @@ def format_summary(counts: Counts, *, packets: int, bytes_read: int, elapsed: fl
         f"errors       {sum(counts.errors.values()):,}{_top(counts.errors)}",
         f"anomalies    {sum(counts.anomalies.values()):,}{_top(counts.anomalies)}",
     ]
-    unread = counts.anomalies["tls"] + counts.anomalies["tls_decrypt_failed"]
-    if unread:
-        lines.append(f"tls          {unread:,} TLS connection{'s' if unread != 1 else ''} not decoded; {HOW_TO_GET_KEYS}")
+    if tls_not_decoded(counts):
+        lines.append(f"tls          {tls_advice(counts)}")
     lines += [
         f"partitions   {counts.partitions:,} rows"
         + (f", records {counts.records:,} rows" if "records" in tables else ""),

@@ -243,6 +243,8 @@ def run(args: Any, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     from kdissect.run.summary import damage_lines, format_summary
 
     options = DecodeOptions.from_args(args)
+    expand_inputs(args.inputs)         # a missing input is bad use, said before Spark's JVM starts
+    check_keylogs(options.tls_keylog)
     try:
         import pyspark  # noqa: F401
     except ModuleNotFoundError:

@@ -146,7 +146,7 @@ def test_stop_ends_the_server_and_forgets_it(tmp_path):
             time.sleep(0.1)
         assert not Path(f"/proc/{pid}").exists()      # SIGTERM ended it (its parent, the start, has gone)
         status = kdissect(env, "spark-server", "status")
-        assert status.returncode == 3 and status.stdout.strip() == "not running"
+        assert status.returncode == 1 and status.stdout.strip() == "not running"
         url = kdissect(env, "spark-server", "url")
         assert url.returncode == 1 and "no Spark Connect server is running" in url.stderr
         again = kdissect(env, "spark-server", "stop")

@@ -18,6 +18,7 @@ from kdissect.commands import doctor
 from kdissect.commands.cli import main
 
 from tests.kdissect.conftest import SAMPLES
+from tests.kdissect.commands.test_cli import kd, no_stack_trace
 
 FINDINGS = SAMPLES / "findings"
 DUP = FINDINGS / "findings-duplicates.pcap"
@@ -96,6 +97,19 @@ def test_exit_status_is_1_only_for_a_critical_finding(tmp_path, monkeypatch, row
         assert f"show: kdissect show {DUP} " in out.getvalue()
 
 
+def test_tls_without_keys_is_said_as_decode_says_it(tmp_path):
+    """No exchange because the Kafka is in TLS without its keys: the hint is decode's summary's own."""
+    tls = SAMPLES / "tls" / "tls13.pcap"
+    summary = kd("decode", tls, "-o", tmp_path / "out").stdout
+    hint = next(line for line in summary.splitlines() if line.startswith("tls "))[len("tls "):].strip()
+    assert hint.startswith("10 TLS connections not decoded; decrypt with --tls-keylog FILE")
+    p = kd("doctor", tls)
+    assert (p.returncode, p.stderr) == (2, f"kdissect doctor: no Kafka exchanges in the input: {hint}\n")
+    p = kd("doctor", SAMPLES / "tls" / "tls13-port19443.pcap")   # TLS off Kafka ports: no hint of keys
+    assert (p.returncode, p.stderr) == (2, "kdissect doctor: no Kafka exchanges in the input: nothing to judge "
+                                           "(are --ports right?)\n")
+
+
 @pytest.mark.slow
 def test_doctor_on_real_samples(tmp_path):
     good = FINDINGS / "findings-good.pcap"
@@ -104,6 +118,7 @@ def test_doctor_on_real_samples(tmp_path):
                            "--json", str(tmp_path / "d.json"), "--report", str(tmp_path / "d.html"),
                            "--dataset", str(tmp_path / "ds")],
                           capture_output=True, text=True, env=env, timeout=1200)
+    no_stack_trace(proc.stderr)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("2 findings in 2 captures (80 exchanges): 0 critical, 2 warning, 0 info")
     rows = json.loads((tmp_path / "d.json").read_text())["findings"]
@@ -115,6 +130,7 @@ def test_doctor_on_real_samples(tmp_path):
         argv = shlex.split(line)
         listed = subprocess.run([sys.executable, "-m", "kdissect", *argv[1:]], capture_output=True, text=True,
                                 env=env, timeout=120)
+        no_stack_trace(listed.stderr)
         assert listed.returncode == 0 and "Produce" in listed.stdout, line
     page = (tmp_path / "d.html").read_text()
     assert "What to look at" in page and "find-dup-0" in page

@@ -61,11 +61,20 @@ def _talk(port_holder: list[int], server: socket.socket, exchanges: int, pause: 
 
 
 def test_live_bad_interface(tmp_path: Path) -> None:
-    p = _start("live", "-i", "kd-no-such-if0", "-o", str(tmp_path / "out"), "--duration", "1")
+    p = _start("live", "-i", "kd-no-such-if0", "-o", str(tmp_path / "new" / "out"), "--duration", "1")
     _, err = p.communicate(timeout=60)
-    assert p.returncode != 0 and "Traceback" not in err
+    assert p.returncode == 1 and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     assert "kd-no-such-if0" in err or "CAP_NET_RAW" in err
+    assert not (tmp_path / "new").exists()      # nothing captured: no empty dataset left, parents included
+    # An OUTDIR that was there keeps what it had, and gets nothing.
+    kept = tmp_path / "kept"
+    (kept / "exchanges").mkdir(parents=True)
+    (kept / "exchanges" / "earlier.parquet").write_bytes(b"rows")
+    p = _start("live", "-i", "kd-no-such-if0", "-o", str(kept))
+    p.communicate(timeout=60)
+    assert p.returncode == 1
+    assert sorted(str(f.relative_to(kept)) for f in kept.rglob("*")) == ["exchanges", "exchanges/earlier.parquet"]
 
 
 @pytest.mark.slow
