@@ -102,8 +102,18 @@ _PG_STARTUP = re.compile(rb"....\x00\x03\x00\x00[a-z_][a-z_.]*\x00", re.DOTALL)
 _HTTP = re.compile(rb"(?:GET|POST|PUT|HEAD|DELETE|OPTIONS|PATCH|CONNECT|TRACE|PRI) [\x21-\x7e]")
 
 
+def _pg_startup(data: bytes) -> bool:
+    """A whole PostgreSQL startup message: its length counts itself, and its parameters end in two NULs.
+    Its first 8 bytes alone can be a Kafka Metadata v0 request's (api key 3, version 0) whose correlation
+    id reads as a lowercase letter and a NUL."""
+    if _PG_STARTUP.match(data) is None:
+        return False
+    length = int.from_bytes(data[:4], "big")
+    return 10 <= length <= len(data) and data[length - 2:length] == b"\0\0"
+
+
 def _obviously_other(data: bytes) -> bool:
-    return _PG_STARTUP.match(data) is not None or _HTTP.match(data) is not None
+    return _pg_startup(data) or _HTTP.match(data) is not None
 
 
 def _incomplete_at_start(data: bytes) -> bool:

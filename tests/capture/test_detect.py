@@ -225,3 +225,14 @@ def test_detector_rules_with_the_real_probe() -> None:
     # Mid-stream: the request side is the client, whichever half it is.
     dec = d.decide((resp, req), (False, False), None, (9092, 50000), False)
     assert dec.verdict is Verdict.KAFKA and dec.client_half == 1
+
+
+def test_a_metadata_v0_request_is_not_taken_for_postgres() -> None:
+    # Size, api key 3, version 0, then a correlation id reading "ne\0\0": the first 8 bytes and the next
+    # three of a PostgreSQL startup message. Found by the detection fuzzer; PostgreSQL's whole message
+    # is still told apart.
+    d = Detector(KafkaProbe.from_dissector(), None)
+    header = struct.pack(">ihhi", 524327, 3, 0, 0x6E650000) + b"\0\0" + b"\0" * 20
+    assert d.decide((header, b""), (False, False), 0, (50312, 29092), True).verdict is Verdict.KAFKA
+    pg = _pg_startup()
+    assert d.decide((pg, b""), (False, False), 0, (50312, 5432), False).reason == "PostgreSQL startup"
