@@ -76,6 +76,10 @@ def _partition_summary(msg: Request | Response, kind: str, names: TopicRegistry 
     return text if len(text) <= _MAX_TOPICS else text[:_MAX_TOPICS - 3] + "..."
 
 
+def _version(msg: Request | Response) -> str:
+    return "0.7" if msg.protocol == "0.7" else f"v{msg.api_version}"
+
+
 class Printer:
     """Lines of a capture's messages, as the capture's events arrive; ``frame``: the number of the packet
     whose arrival completed the message, as Wireshark numbers it (the frame it shows the message in)."""
@@ -135,7 +139,7 @@ class Printer:
 
     def _request_line(self, conn: ConnectionInfo, req: Request, frame: int, ts: str) -> str:
         api = api_name_of(req) or "Unknown"
-        version = "0.7" if req.protocol == "0.7" else f"v{req.api_version}"
+        version = _version(req)
         if self.options.width is not None:
             line = f"{frame:6d} {ts} {self._peers(conn, '->')} {api} {version} req #{req.correlation_id} " \
                    f"{req.client_id or '-'}"
@@ -176,7 +180,7 @@ class Printer:
             self._emit(self._request_line(conn, req, frame, ts) + "  [no response]")
         elif not self.filter.responses_only:
             api = api_name_of(req) or "Unknown"
-            version = "0.7" if req.protocol == "0.7" else f"v{req.api_version}"
+            version = _version(req)
             self._emit(f"     ! {ts}  {conn.id}  no_response: {api} {version} request corr={req.correlation_id} "
                        f"(frame {frame}) got no response in the capture")
 
@@ -196,7 +200,7 @@ class Printer:
                 and filt.response_matches(ex, code, malformed, self.names)):
             return
         api = api_name_of(resp) or "Unknown"
-        version = " 0.7" if resp.protocol == "0.7" else f" v{resp.api_version}" if resp.api_version is not None else ""
+        version = f" {_version(resp)}" if resp.protocol == "0.7" or resp.api_version is not None else ""
         latency = ex.latency_ns / 1e6 if ex.latency_ns is not None else None
         if self.options.width is not None:
             line = f"{frame:6d} {ts} {self._peers(conn, '<-')} {api}{version} resp #{resp.correlation_id} {name or '-'}"
