@@ -155,7 +155,10 @@ def test_every_stop_path_counts_the_backlog_decoded_after_it(tmp_path: Path, sto
         started = time.monotonic()
         os.kill(live.pid, signal.SIGSTOP)
         try:
-            report = _clients(bootstrap, "stop", "--messages", "4000", "--size", "50", "--linger", "1")
+            # The SIGTERM stop must find a backlog: a burst the resumed decoder cannot drain before the main
+            # thread, woken by the same SIGCONT, takes the GIL to measure it (many requests, not large ones).
+            burst = ["--producers", "6", "--linger", "0"] if stop == "SIGTERM" else ["--linger", "1"]
+            report = _clients(bootstrap, "stop", "--messages", "4000", "--size", "50", *burst)
             if stop == "SIGTERM":
                 _spool_settled(tmp_path / "live" / ".spool")
                 live.send_signal(signal.SIGTERM)
