@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from capture.reassembly import DATA, HALF, MASK, MAX_JUMP, HalfStream
+from capture.reassembly import DATA, MAX_JUMP, HalfStream
 
 Op = tuple  # capture.reassembly's operations
 
@@ -47,20 +47,6 @@ class CausalLimits:
     max_wait: int               # capture time a held operation has waited, in ns
     max_segments: int           # operations held on the connection
     max_bytes: int              # bytes held on the connection
-
-
-def acked_ahead(peer: HalfStream, ack: int) -> bool:
-    """Does ``ack`` acknowledge bytes of ``peer`` that have not been ordered (nor declared lost)?"""
-    nxt = peer.next_seq
-    if nxt is None:
-        return False                     # the other direction has not started: nothing to wait for
-    d = (ack - nxt) & MASK
-    if not 0 < d < HALF:
-        return False
-    if peer.fin_off is not None and peer.position(ack) > peer.fin_off:
-        # The ACK of a FIN counts one sequence number that is not a byte.
-        return peer.fin_off > peer.offset
-    return d < MAX_JUMP
 
 
 def needed(peer: HalfStream, ack: int) -> int | None:
