@@ -1,5 +1,5 @@
 # Compiled build only (setup.py): a TCP connection's state as an extension type, so that the
-# per-packet code (capture.pipeline._established) reads it from a C struct (issue #8). flows.py
+# per-packet code (capture.fastpath.established) reads it from a C struct (issue #8). flows.py
 # stays the only source; pure Python ignores this file.
 
 cdef class Flow:

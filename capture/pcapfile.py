@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from capture.packet import IPV4_AT
 from capture.records import Dropped, RawRecord, problem
 from capture.shard import Dropping, Share, frame_share
+from capture.sources import Reader, SourceAdapter
 from capture.stream import CHUNK, ByteStream
 from hotpath import compiled_file
 from dissector.events import Anomaly
@@ -33,7 +34,7 @@ MAGICS: dict[bytes, tuple[str, int, int]] = {
 }
 
 
-class PcapReader:
+class PcapReader(Reader):
     """Yields :data:`RawRecord` tuples from a pcap stream; damage goes to ``problems``."""
 
     def __init__(self, stream: ByteStream) -> None:
@@ -47,6 +48,10 @@ class PcapReader:
         self.records = 0
         self.last_ts = 0                 # of the last record read, dropped or not (set when reading ends)
         self._dropping = Dropping()
+
+    def adapter(self) -> SourceAdapter:
+        return SourceAdapter(self, self.problems, self.size, None, lambda: self.bytes_read,
+                             lambda: self.caplen_over_wirelen, lambda: self.last_ts, self.drop_foreign)
 
     def drop_foreign(self, share: Share, seen: int = 0) -> bool:
         """Drop the packets of connections another share decodes before they are read into Python

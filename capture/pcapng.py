@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from capture.packet import IPV4_AT
 from capture.records import RawRecord, problem
 from capture.shard import Dropping, Share, frame_share
+from capture.sources import Reader, SourceAdapter
 from capture.stream import CHUNK, ByteStream
 from hotpath import compiled_file
 from dissector.events import Anomaly
@@ -76,7 +77,7 @@ def _interface(buf: bytes, pos: int, blen: int, order: str) -> Interface:
     return Interface(linktype, snaplen, mul, div, offset_ns, name)
 
 
-class PcapngReader:
+class PcapngReader(Reader):
     """Yields :data:`RawRecord` tuples from a pcapng stream; damage goes to ``problems``."""
 
     def __init__(self, stream: ByteStream) -> None:
@@ -95,6 +96,10 @@ class PcapngReader:
         self._order = "<"       # byte order of the current section
         self.last_ts = 0        # of the last record read, dropped or not (set when reading ends)
         self._dropping = Dropping()
+
+    def adapter(self) -> SourceAdapter:
+        return SourceAdapter(self, self.problems, self.size, self.tls_secrets, lambda: self.bytes_read,
+                             lambda: self.caplen_over_wirelen, lambda: self.last_ts, self.drop_foreign)
 
     def drop_foreign(self, share: Share, seen: int = 0) -> bool:
         """As :meth:`capture.pcapfile.PcapReader.drop_foreign`, for the Enhanced Packet Blocks of the fast path."""

@@ -47,7 +47,7 @@ class HalfStream:
     """Ordering state of one direction.
 
     :meth:`take_next` is :meth:`add`'s commonest case on its own (the next bytes, nothing
-    buffered, all captured), for :func:`capture.pipeline._established`'s fast path.
+    buffered, all captured), for :func:`capture.fastpath.established`'s fast path.
     """
 
     __slots__ = (

@@ -35,6 +35,7 @@ from capture.pcapfile import MAGICS, MAX_SNAPLEN
 from capture.pcapng import _interface
 from capture.records import RawRecord, RecordSource, problem
 from capture.shard import Share
+from capture.sources import Reader, SourceAdapter
 from dissector.events import Anomaly
 
 NS = 1_000_000_000
@@ -324,7 +325,7 @@ def _chains_back(buf: bytes, p: int, depth: int, at_header: bool, unpack, hlen: 
     return False
 
 
-class ChainSource:
+class ChainSource(Reader):
     """The records of several capture files, one after the other, as one :class:`RecordSource`.
 
     Every reader's reports go to this source's ``problems`` (their details name the
@@ -348,6 +349,10 @@ class ChainSource:
         self._current: RecordSource | None = self._adopt(open_capture(self.paths[0]))
         self._first = self._current
         self._share: Share | None = None
+
+    def adapter(self) -> SourceAdapter:
+        return SourceAdapter(self, self.problems, self.size, self.tls_secrets, lambda: self.bytes_read,
+                             lambda: self.caplen_over_wirelen, lambda: self.last_ts, self.drop_foreign)
 
     def drop_foreign(self, share: Share) -> bool:
         """As the readers' ``drop_foreign``, for every file: their record counts run on."""

@@ -24,6 +24,7 @@ from typing import BinaryIO
 
 from capture.pcapng import PcapngReader
 from capture.records import RawRecord
+from capture.sources import Reader, SourceAdapter
 from dissector.events import Anomaly
 
 POLL = 0.02          # seconds between looks at a segment that has not grown
@@ -67,7 +68,7 @@ class FollowStream:
         self._f.close()
 
 
-class SpoolSource:
+class SpoolSource(Reader):
     """A :class:`~capture.records.RecordSource` over a spool directory being written by a dumper."""
 
     def __init__(self, directory: Path, name: str, dumper_done: Callable[[], bool], *,
@@ -90,6 +91,9 @@ class SpoolSource:
         self._stream: FollowStream | None = None
         self._aborted = False
         self._seq = 0
+
+    def adapter(self) -> SourceAdapter:
+        return SourceAdapter(self, self.problems, self.size, bytes_read=lambda: self.bytes_read)
 
     # -- the consumer's controls (thread-safe: plain attribute writes) ---------------------------
 
