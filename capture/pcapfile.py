@@ -3,6 +3,12 @@
 A plain ``struct`` loop over 1 MiB chunks rather than scapy's ``RawPcapReader``:
 scapy reads every record with two ``file.read`` calls and builds a metadata
 object per packet, measured about 4x slower than this loop.
+
+Compiled build (``pcapfile.pxd``): :func:`_plain_records` is a C loop over a pointer into its chunk
+(every read inside the ``n`` bytes checked), where a record cost ~4,000 instructions in the
+generator's ``struct`` call, Python-int arithmetic and slicing; as Python it reads the same fields
+byte by byte. Only the compiled reader drops other shares' packets before they are read
+(:meth:`PcapReader.drop_foreign`): hashing every frame to drop it early pays only in C.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from dissector.events import Anomaly
 MAX_SNAPLEN = 262144           # libpcap's and Wireshark's cap on a sane record
 RESYNC_WINDOW = 1 << 20        # how far past a corrupt record header to look for the next good one
 
-_COMPILED = compiled_file(__file__)     # hashing every frame to drop it early pays only in C
+_COMPILED = compiled_file(__file__)
 
 # magic -> (byte order, ns per fraction unit, record header length)
 MAGICS: dict[bytes, tuple[str, int, int]] = {
@@ -56,8 +62,8 @@ class PcapReader(Reader):
     def drop_foreign(self, share: Share, seen: int = 0) -> bool:
         """Drop the packets of connections another share decodes before they are read into Python
         objects; runs of them are yielded as their number (see :class:`capture.shard.Dropping`).
-        ``seen``: records before this file's first (a rotated capture's earlier files). Only the
-        compiled reader does it (it costs a C hash of the frame); True when it will.
+        ``seen``: records before this file's first (a rotated capture's earlier files). True when
+        it will (see the module docstring for when it does not).
         """
         if not _COMPILED or share.count <= 1:
             return False
@@ -237,13 +243,9 @@ def _plain_records(b: bytes, pos: int, n: int, hlen: int, little: bool, frac_ns:
     one starts. The reader's loop, which handles that one, yields these as they are.
     ``dropping.seen`` and ``.last_ts`` count and time every record taken, kept or not.
 
-    With ``l3`` >= 0 (compiled only: see :meth:`PcapReader.drop_foreign`), a TCP/IPv4 frame whose IP
+    With ``l3`` >= 0 (see :meth:`PcapReader.drop_foreign`), a TCP/IPv4 frame whose IP
     header is at ``l3`` and whose connection is another share's is dropped, and each run of
     dropped records goes to ``out`` as its length.
-
-    Compiled (``pcapfile.pxd``), a C loop over a pointer into ``b`` (every read is inside the
-    ``n`` bytes checked) where a record cost ~4,000 instructions in the generator's ``struct``
-    call, Python-int arithmetic and slicing; as Python it reads the same fields byte by byte.
     """
     p = b
     seen = dropping.seen

@@ -3,6 +3,9 @@
 Handles Enhanced, Simple and obsolete Packet Blocks; skips every other block
 type except Interface Statistics (their drop counters are reported). Same
 chunked ``struct`` loop as :mod:`capture.pcapfile`, for the same speed reason.
+
+Compiled build (``pcapng.pxd``): as for :mod:`capture.pcapfile`, only the compiled reader drops other
+shares' packets before they are read: hashing every frame to drop it early pays only in C.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from capture.stream import CHUNK, ByteStream
 from hotpath import compiled_file
 from dissector.events import Anomaly
 
-_COMPILED = compiled_file(__file__)     # hashing every frame to drop it early pays only in C
+_COMPILED = compiled_file(__file__)
 
 SHB = 0x0A0D0D0A
 IDB, PB, SPB, NRB, ISB, EPB = 1, 2, 3, 4, 5, 6

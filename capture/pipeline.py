@@ -375,9 +375,6 @@ class Pipeline:
 class CaptureRun:
     """An iterator of :class:`CaptureEvent` over one capture file, with live ``stats``.
 
-    Here rather than in the package's ``__init__`` so that it is compiled: ``__next__``
-    runs once per event.
-
     ``stats.bytes_read`` / ``stats.size`` drive a progress bar; the file is
     closed when iteration ends (or on :meth:`close`).
     """

@@ -5,6 +5,11 @@ Every worker reads the whole file and keeps only the connections whose
 exactly one worker, start to end. The hash must be the same in every process
 and on every machine (a Spark task decodes one share somewhere else), so it
 is CRC-32 of the direction-independent key, never Python's salted ``hash``.
+
+Compiled build: the readers (``pcapfile.pxd``, ``pcapng.pxd``) cimport the C twin of
+:func:`frame_share` (``hotpath._speedups.frame_share``), which hashes a frame in place, so that a
+reader drops another share's packet before it becomes a Python object (``drop_foreign``, noted in a
+:class:`Dropping`); only they do. ``shard.pxd`` makes :class:`Share` and :class:`Dropping` extension types.
 """
 
 from __future__ import annotations
@@ -23,9 +28,7 @@ def share_of(key: bytes, shares: int) -> int:
 
 def frame_share(buf: bytes, start: int, caplen: int, l3: int, ethertype_at: int, count: int) -> int:
     """The share of the connection of the frame ``buf[start:start + caplen]`` if ``fast_ipv4`` reads
-    it as TCP/IPv4 with its IP header at ``l3``, else -1. The compiled readers cimport the C twin of
-    this (``hotpath._speedups.frame_share``), which hashes the frame in place, so that a reader can drop
-    another share's packet without making a Python object; here the rules are fast_ipv4's own.
+    it as TCP/IPv4 with its IP header at ``l3``, else -1, by fast_ipv4's own rules.
     """
     if start < 0 or caplen < 0 or start + caplen > len(buf) or count < 1:
         return -1
@@ -53,7 +56,7 @@ class Share:
 
 class Dropping:
     """A record reader's note of which share it keeps, for readers that drop the others' packets
-    before they become Python objects (``drop_foreign``; compiled readers only).
+    before they become Python objects (``drop_foreign``).
 
     ``seen`` counts every record read so far, dropped or not, across the files of a rotated
     capture: the pipeline's packet count is the clock all shares agree on (cross-share topic
