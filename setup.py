@@ -41,11 +41,11 @@ from setuptools.command.build_ext import build_ext
 # The modules every packet or exchange passes through. Packages' __init__ files stay Python:
 # hotpath/__init__.py, which each of them imports first, installs the KDISSECT_PURE switch.
 HOT_MODULES = [
-    "capture/capfile.py", "capture/causal.py", "capture/delivery.py", "capture/detect.py", "capture/events.py",
-    "capture/fastpath.py", "capture/flows.py", "capture/options.py", "capture/packet.py", "capture/pcapfile.py",
-    "capture/pcapng.py", "capture/pipeline.py", "capture/reassembly.py", "capture/records.py",
-    "capture/release.py", "capture/shard.py", "capture/stats.py", "capture/stream.py", "capture/tlsflow.py",
-    "capture/tracker.py", "capture/tls/records.py", "capture/tls/session.py",
+    "capture/capfile.py", "capture/causal.py", "capture/control.py", "capture/delivery.py", "capture/detect.py",
+    "capture/events.py", "capture/fastpath.py", "capture/flows.py", "capture/options.py", "capture/packet.py",
+    "capture/pcapfile.py", "capture/pcapng.py", "capture/pipeline.py", "capture/reassembly.py",
+    "capture/records.py", "capture/release.py", "capture/shard.py", "capture/stats.py", "capture/stream.py",
+    "capture/tlsflow.py", "capture/tracker.py", "capture/tls/records.py", "capture/tls/session.py",
     "dissector/codecs.py", "dissector/connection.py", "dissector/decoders.py", "dissector/embedded.py",
     "dissector/events.py", "dissector/framing.py", "dissector/held.py", "dissector/infer.py", "dissector/ints.py",
     "dissector/legacy.py", "dissector/protocols.py", "dissector/records.py", "dissector/redact.py",

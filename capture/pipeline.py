@@ -8,9 +8,10 @@ them while deciding what the connection is, or feed them to its dissector
 - capture/fastpath.py: a data/ACK segment of a tracked connection (nearly every packet);
 - capture/release.py: causal order across a connection's two directions;
 - capture/delivery.py: ordered bytes to the dissector or to detection, and the verdict;
+- capture/control.py: new flows, SYN/FIN/RST, and the end of a connection;
 - capture/tracker.py: which connections are tracked, rest, are swept or evicted.
 
-New flows, SYN/FIN/RST and the end of a connection are this module's own. Memory is bounded by the
+What is left here is the loop itself and the capture-level reports. Memory is bounded by the
 per-direction reassembly caps, the detection limit and the flow-table caps, never by the capture's size.
 
 Compiled build (``pipeline.pxd``): the loop calls :func:`capture.fastpath.established` as a C function;
@@ -26,15 +27,14 @@ from typing import Any
 
 from capture import linktypes
 from capture.causal import CausalLimits
+from capture.control import TcpControl
 from capture.delivery import Delivery
 from capture.detect import Detector, KafkaProbe
 from capture.events import CaptureEvent
 from capture.fastpath import established
-from capture.flows import KAFKA, TLS, UNDECIDED, Flow
 from capture.options import NS, CaptureOptions
-from capture.packet import ACK, FIN, RST, SYN, PacketIssue, Parser, parser_for
-from capture.reassembly import MASK, HalfStream
-from capture.records import RawRecord, problem
+from capture.packet import PacketIssue, Parser, parser_for
+from capture.records import RawRecord, RecordSource, problem
 from capture.release import CausalRelease
 from capture.shard import ShareFilter
 from capture.sources import Reader, SourceAdapter, adapt
@@ -88,7 +88,9 @@ class Pipeline:
         limits = CausalLimits(o.max_reorder_segments, int(o.max_causal_wait * NS), o.max_causal_segments,
                               o.max_causal_bytes)
         self.release = CausalRelease(o, limits, self.stats, self.delivery.deliver)
-        self.tracker = FlowTracker(o, self.stats, self.release, self._end, dissector_options, self.topics)
+        self.control = TcpControl(self.stats, self.release, self.delivery)
+        self.tracker = FlowTracker(o, self.stats, self.release, self.control.end, dissector_options, self.topics)
+        self.control.tracker = self.tracker
         self.table = self.tracker.table
         self._reported: dict[str, int] = {}
         self._linktypes_reported: set[int] = set()
@@ -111,7 +113,7 @@ class Pipeline:
         stats.size = src.size
         index_get = self.table.index.get
         ports = self.options.ports
-        control = self._control
+        control = self.control.segment
         foreign = self._foreign
         tracker = self.tracker
         release, delivery = self.release, self.delivery
@@ -240,137 +242,6 @@ class Pipeline:
             detail = issue.detail if n < limit else \
                 f"{issue.detail} (further '{issue.kind}' reports suppressed; see the stats)"
             yield CaptureEvent(None, problem(issue.kind, ts, detail))
-
-    # -- new flows, SYN/FIN/RST ------------------------------------------------------------------
-
-    def _control(self, ent: tuple[Flow, int, HalfStream, HalfStream] | None, seg: tuple,
-                 ts: int) -> list[CaptureEvent]:
-        """New flows and SYN/FIN/RST: the general per-segment path."""
-        key, sport, dport, seq, ack, flags, payload, missing = seg
-        out: list[CaptureEvent] = []
-        if ent is None and self.table.dormant:
-            ent = self.tracker.wake(key)
-            if ent is not None and not flags & 7:   # at rest until now: an ordinary segment of it
-                flow, h, hs, peer = ent
-                return established(self.release, self.delivery, flow, h, hs, peer, seg, seq, ack, flags, payload,
-                                   missing, ts) or out
-        if ent is not None and ent[0].gate is not None:
-            # What may go now goes first; the rest waits on (ending the flow lets everything go).
-            out += self.release.release(ent[0], ts)
-        if ent is None:
-            if flags & RST and not payload:
-                return out                           # reset of a connection never seen
-            flow = self.tracker.new_flow(key, sport, dport, ts, out)
-            h = 0
-        else:
-            flow, h = ent[0], ent[1]
-        if flags & SYN:
-            flow, h = self._syn(flow, h, key, sport, dport, seq, ack, flags, ts, out)
-        hs, peer = (flow.h1, flow.h0) if h else (flow.h0, flow.h1)
-        flow.last_ts = ts
-        if flow.closed:
-            return out                               # stragglers after FIN/RST
-        ack_of = ack if flags & ACK else None
-        if flags & RST:
-            if flow.state <= KAFKA and (payload or missing):
-                out += self.release.emit(flow, h, hs.add(seq, payload, missing, ts, ack_of), ts)
-            self._close(flow, ts, "rst", out)
-            return out
-        if flow.state > KAFKA:
-            if flags & FIN:
-                hs.fin_off = 0                       # not reassembled: only "said goodbye" matters
-                if peer.fin_off is not None:
-                    self._close(flow, ts, "fin", out)
-            return out
-        if flags & ACK:
-            peer.peer_ack = ack
-            if peer.has_pending():
-                out += self.release.emit(flow, 1 - h, peer.acked(ts), ts)
-        if payload or missing or (flags & FIN and not hs.started):
-            out += self.release.emit(flow, h, hs.add((seq + 1) & MASK if flags & SYN else seq,
-                                              payload, missing, ts, ack_of), ts)
-        if flags & FIN:
-            hs.fin(seq, len(payload) + missing)
-            if flow.gate is not None:
-                out += self.release.release(flow, ts)       # what waited for the bytes this FIN ends
-            if peer.fin_off is not None:
-                if hs.finished and peer.finished:
-                    self._close(flow, ts, "fin", out)
-                else:
-                    flow.closing = True
-        elif flow.closing and hs.finished and peer.finished:
-            self._close(flow, ts, "fin", out)
-        return out
-
-    def _syn(self, flow: Flow, h: int, key: bytes, sport: int, dport: int, seq: int, ack: int,
-             flags: int, ts: int, out: list[CaptureEvent]) -> tuple[Flow, int]:
-        hs = flow.half(h)
-        is_synack = bool(flags & ACK)
-        if flow.closed:
-            reuse = True
-        elif hs.isn is not None:
-            reuse = hs.isn != seq                    # same ISN: a retransmitted SYN
-        elif is_synack:
-            reuse = hs.started
-        else:
-            reuse = flow.h0.started or flow.h1.started
-        if reuse:
-            # Port reuse: a SYN after FIN/RST, with another ISN, or on a stream already carrying data.
-            if not flow.closed:
-                self._close(flow, ts, "reused", out)
-            self.tracker.table.remove(flow)
-            flow = self.tracker.new_flow(key, sport, dport, ts, out)
-            h = 0
-            hs = flow.h0
-        hs.syn(seq)
-        flow.syn_seen = True
-        peer = flow.half(1 - h)
-        if is_synack:
-            peer.expect(ack)
-            if flow.client_half is None:
-                flow.set_roles(1 - h)
-        elif flow.client_half is None:
-            flow.set_roles(h)
-        return flow, h
-
-    # -- ends ----------------------------------------------------------------------------------
-
-    def _close(self, flow: Flow, ts: int, reason: str, out: list[CaptureEvent]) -> None:
-        out.extend(self._end(flow, ts, reason))
-
-    def _end(self, flow: Flow, ts: int, reason: str) -> list[CaptureEvent]:
-        """Flush both halves, close the dissector connection, mark the flow ended."""
-        out: list[CaptureEvent] = []
-        if flow.closed:
-            return out
-        release = self.release
-        if flow.state <= KAFKA:
-            # Holes are lost now; what waited for them, in either direction, goes in causal order.
-            out += release.emit(flow, 0, flow.h0.close(ts), ts)
-            out += release.emit(flow, 1, flow.h1.close(ts), ts)
-        if flow.gate is not None:
-            out += release.release(flow, ts, everything=True)
-        if flow.state == UNDECIDED:
-            out += self.delivery.conclude(flow, ts)
-        if flow.state == KAFKA:
-            out += self.delivery.close(flow, ts)
-            self._count_end(flow)
-        if flow.state in (KAFKA, TLS) and not getattr(flow.conn, "hidden", False):
-            info = flow.info
-            assert info is not None
-            info.last_ts = max(info.last_ts, flow.last_ts)
-            out.append(CaptureEvent(info, flow.end_event(ts, reason)))
-        flow.closed = True
-        flow.skip = True
-        flow.conn = None
-        return out
-
-    def _count_end(self, flow: Flow) -> None:
-        s = self.stats
-        for hs in (flow.h0, flow.h1):
-            s.duplicate_segments += hs.dup_segments
-            s.out_of_order_segments += hs.ooo_segments
-
 
 class CaptureRun:
     """An iterator of :class:`CaptureEvent` over one capture file, with live ``stats``.

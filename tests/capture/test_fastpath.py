@@ -38,7 +38,7 @@ def by_hand(p: Pipeline, segs: list[tuple[int, tuple]]) -> tuple[list, int]:
         key, _, _, seq, ack, flags, payload, missing = seg
         ent = p.table.index.get(key)
         if ent is None or flags & 7:
-            out += p._control(ent, seg, ts)
+            out += p.control.segment(ent, seg, ts)
             continue
         flow, h, hs, peer = ent
         if payload and flow.state == KAFKA and not flow.skip and flow.gate is None and seq == hs.next_seq \
@@ -68,7 +68,7 @@ def test_a_segment_ahead_is_buffered_until_the_one_before_it_comes() -> None:
     for ts, s in segs[:first]:
         ent = p.table.index.get(s[0])
         if ent is None or s[5] & 7:
-            p._control(ent, s, ts)
+            p.control.segment(ent, s, ts)
         else:
             established(p.release, p.delivery, *ent, s, *s[3:], ts)
     ts, s1 = segs[first]
@@ -95,7 +95,7 @@ def test_an_ack_of_bytes_not_seen_goes_the_general_way_and_waits() -> None:
     for ts, s in order:
         ent = p.table.index.get(s[0])
         if ent is None or s[5] & 7:
-            events += p._control(ent, s, ts)
+            events += p.control.segment(ent, s, ts)
         else:
             if (ts, s) == segs[resp]:
                 assert not established(p.release, p.delivery, *ent, s, *s[3:], ts)
@@ -115,7 +115,7 @@ def test_segments_of_a_skipped_flow_only_move_its_clock() -> None:
     segs = segments("tansu-admin-errors")
     p = Pipeline()
     ts, syn = segs[0]
-    p._control(None, syn, ts)
+    p.control.segment(None, syn, ts)
     flow, h, hs, peer = p.table.index[syn[0]]
     flow.skip = True
     later, s = next((t, s) for t, s in segs if s[6])
