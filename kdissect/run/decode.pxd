@@ -2,7 +2,7 @@
 # and writer typed so that both reads and the call are C operations (issue #8). decode.py stays the
 # only source; pure Python ignores this file.
 cimport cython
-from capture.pipeline cimport CaptureEvent
+from capture.events cimport CaptureEvent
 from kdissect.dataset.writer cimport CaptureWriter
 
 @cython.locals(ce=CaptureEvent)
