@@ -45,6 +45,8 @@ def _method(module: str, cls: str, name: str) -> str:
 PARTS = [
     ("whole decode", r"PROGRAM TOTALS"),
     ("pipeline (reader, TCP, dissector)", r"__pyx_gb_7capture_8pipeline_8Pipeline_\d+generator "),
+    # The per-segment fast path: capture.fastpath.established, before issue #44 capture.pipeline._established.
+    ("  TCP fast path (established)", r"__pyx_f_7capture_(?:8fastpath_established|8pipeline__established)(?:\s|$)"),
     ("  dissector (Connection.feed)", _method("dissector.connection", "Connection", "feed")),
     ("    generated body decoders", _method("dissector.decoders", "Decoders", "decode")),
     ("    record batch summary", r"__pyx_pw_9dissector_7records_\d+summarize "),
