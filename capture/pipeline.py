@@ -69,8 +69,7 @@ class Pipeline:
         # and fetches by id on another.
         self.topics = topics if topics is not None else TopicRegistry()
         self._foreign = ShareFilter(o.share).foreign if o.share is not None and o.share.count > 1 else None
-        # The options connections are made with, to wake resting ones alike (capture.dormant); None when
-        # the caller makes the connections, which then never rest.
+        # None when the caller makes the connections (see FlowTracker.dissector_options).
         dissector_options: DissectorOptions | None = None
         if connection_factory is None:
             # One budget for the bytes of unfinished frames, shared by this capture's connections.
@@ -79,7 +78,6 @@ class Pipeline:
             connection_factory = connection_factory_for(dissector_options, self.topics, o.protocol)
         if probe is None and o.ports is None:
             probe = KafkaProbe.from_dissector()
-        self._new_connection = connection_factory
         self.detector = Detector(probe, o.ports)
         self.keylog = KeyLog(o.tls_keylog, live=o.tls_keylog_live)     # KeyLogError: unreadable file
         self.detector.tls_anywhere = lambda: self.keylog.configured

@@ -298,7 +298,7 @@ def test_first_client_segment_lost_after_a_handshake() -> None:
 
 def test_a_captures_connections_share_one_held_bytes_and_one_inference_budget() -> None:
     p = Pipeline(CaptureOptions())
-    a, b = p._new_connection(False), p._new_connection(True)
+    a, b = p.delivery.new_connection(False), p.delivery.new_connection(True)
     assert a.options.held is b.options.held is not None
     assert a.options.inference is b.options.inference is not None
-    assert Pipeline(CaptureOptions())._new_connection(False).options.inference is not a.options.inference
+    assert Pipeline(CaptureOptions()).delivery.new_connection(False).options.inference is not a.options.inference
