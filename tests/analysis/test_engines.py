@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from analysis import runner, session
+from analysis import jobs, output, preflight, schedule
 from tests.analysis.engines import connect_mode, differences
 
 # JVM Spark's side needs Java (CI installs it); without, the embedded engine's answers are held to the
 # samples' truths by the other tests.
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(session.java_command() is None, reason="no Java: JVM Spark is not here to compare")]
+              pytest.mark.skipif(preflight.java_command() is None, reason="no Java: JVM Spark is not here to compare")]
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"
@@ -61,10 +61,10 @@ def test_every_sample_is_covered():
 
 @pytest.mark.parametrize("name", [name for name, _, _ in CAPTURES])
 def test_every_table_is_the_same_on_both_engines(spark, embedded, datasets, name):
-    request = runner.Request([str(datasets[name])])
+    request = schedule.Request([str(datasets[name])])
     with connect_mode(True):
-        sail = runner.as_json(runner.analyze(embedded, request, runner.JOBS))
+        sail = output.as_json(schedule.analyze(embedded, request, jobs.JOBS))
     with connect_mode(False):
-        jvm = runner.as_json(runner.analyze(spark, request, runner.JOBS))
+        jvm = output.as_json(schedule.analyze(spark, request, jobs.JOBS))
     assert len(sail) >= 25 and sail["summary"][0]["exchanges"] > 0
     assert differences(sail, jvm) == {}

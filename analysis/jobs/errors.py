@@ -13,7 +13,7 @@ Tables: ``errors``, ``errors_over_time``.
 Usage::
 
     python -m analysis errors DATASET... [--master local[*]] [--out DIR]
-    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/errors.py DATASET [--out DIR]
+    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/jobs/errors.py DATASET [--out DIR]
 """
 
 from __future__ import annotations

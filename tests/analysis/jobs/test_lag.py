@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from analysis import lag
+from analysis.jobs import lag
 from tests.analysis.conftest import at, exchange, part, table
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ Tables: ``producers``.
 Usage::
 
     python -m analysis producers DATASET... [--master local[*]] [--out DIR]
-    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/producers.py DATASET [--out DIR]
+    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/jobs/producers.py DATASET [--out DIR]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 
 from analysis import facts, frames, runner
 from analysis.dataset import Dataset
+from analysis.jobs import needs
 from analysis.options import Options
 
 PRODUCERS = ["client_id", "producer_id", "producer_epoch", "transactional_id", "idempotent", "transactional",
@@ -88,7 +89,7 @@ def producers(exchanges: DataFrame) -> DataFrame:
 
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
-    return {"producers": runner.needs(opts, frames.ordered(producers(ds.exchanges), F.col("records").desc(),
+    return {"producers": needs(opts, frames.ordered(producers(ds.exchanges), F.col("records").desc(),
                                                            "client_id", "producer_id"), frames.PRODUCE)}
 
 

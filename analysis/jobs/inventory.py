@@ -14,7 +14,7 @@ Tables: ``summary`` (one row), ``clients``, ``api_versions``, ``anomalies_by_kin
 Usage::
 
     python -m analysis inventory DATASET... [--master local[*]] [--out DIR]
-    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/inventory.py DATASET [--out DIR]
+    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/jobs/inventory.py DATASET [--out DIR]
 """
 
 from __future__ import annotations

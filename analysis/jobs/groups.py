@@ -26,7 +26,7 @@ Tables: ``rebalances``, ``group_members``, ``offset_commits``.
 Usage::
 
     python -m analysis groups DATASET... [--master local[*]] [--out DIR]
-    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/groups.py DATASET [--out DIR]
+    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/jobs/groups.py DATASET [--out DIR]
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 
 from analysis import facts, frames, runner
 from analysis.dataset import Dataset
+from analysis.jobs import needs
 from analysis.options import Options
 
 GROUP_APIS = (frames.OFFSET_COMMIT, frames.JOIN_GROUP, frames.HEARTBEAT, frames.LEAVE_GROUP, frames.SYNC_GROUP,
@@ -222,12 +223,12 @@ def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
     gens = ds.keep(generation_spans(gx))
     commits = (frames.OFFSET_COMMIT, frames.TXN_OFFSET_COMMIT)
     return {
-        "rebalances": runner.needs(opts, frames.ordered(rebalances(ds.exchanges, gx, gens), "group_id", "start_ts",
+        "rebalances": needs(opts, frames.ordered(rebalances(ds.exchanges, gx, gens), "group_id", "start_ts",
                                                         "generation_id"), *GROUP_APIS),
-        "group_members": runner.needs(opts, frames.ordered(group_members(ds.exchanges, ds.partitions, gx),
+        "group_members": needs(opts, frames.ordered(group_members(ds.exchanges, ds.partitions, gx),
                                                            "group_id", "generation_id", "client_id", "member_id"),
                                       *GROUP_APIS),
-        "offset_commits": runner.needs(opts, frames.ordered(offset_commits(ds.exchanges, ds.partitions), "group_id",
+        "offset_commits": needs(opts, frames.ordered(offset_commits(ds.exchanges, ds.partitions), "group_id",
                                                             "topic", "partition", "ts", "client_id",
                                                             "committed_offset"), *commits),
     }

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from analysis import frames, runner
 from analysis.dataset import Dataset
+from analysis.jobs import needs
 from analysis.options import Options
 
 SCHEMAS_BY_TOPIC = ["capture", "topic", "side", "schema_id", "schema_guid", "format", "producer_client_ids",
@@ -54,7 +55,7 @@ def schemas_by_topic(records: DataFrame, exchanges: DataFrame) -> DataFrame:
 
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
-    return {"schemas_by_topic": runner.needs(opts, schemas_by_topic(ds.records, ds.exchanges), records=True)}
+    return {"schemas_by_topic": needs(opts, schemas_by_topic(ds.records, ds.exchanges), records=True)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

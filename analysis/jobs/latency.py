@@ -18,7 +18,7 @@ Tables: ``latency_by_api``, ``latency_by_client``, ``latency_by_broker``,
 Usage::
 
     python -m analysis latency DATASET... [--master local[*]] [--window '1 second'] [--out DIR]
-    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/latency.py DATASET [--out DIR]
+    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/jobs/latency.py DATASET [--out DIR]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 
 from analysis import facts, frames, runner
 from analysis.dataset import Dataset
+from analysis.jobs import needs
 from analysis.frames import ordered
 from analysis.options import Options
 
@@ -189,7 +190,7 @@ def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
         "latency_spikes": ordered(spikes(windows, opts.spike_factor, opts.spike_min_count), F.col("ratio").desc(),
                                   "window_start", "api_name"),
         "latency_by_size": ordered(by_size(busy), "size_low_bytes"),
-        "idle_fetches": runner.needs(opts, ordered(idle_fetches(rows), F.col("count").desc(), "client_id",
+        "idle_fetches": needs(opts, ordered(idle_fetches(rows), F.col("count").desc(), "client_id",
                                                    "broker"), frames.FETCH),
     }
 

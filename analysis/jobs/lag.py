@@ -22,7 +22,7 @@ Tables: ``consumer_lag``, ``produce_to_fetch``.
 Usage::
 
     python -m analysis lag DATASET... [--master local[*]] [--out DIR]
-    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/lag.py DATASET [--out DIR]
+    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/jobs/lag.py DATASET [--out DIR]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 
 from analysis import facts, frames, runner
 from analysis.dataset import Dataset
+from analysis.jobs import needs
 from analysis.options import Options
 
 TP = ["topic", "partition"]
@@ -158,10 +159,10 @@ def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
     # Fetch positions, or commits; both a Produce and the Fetch that got its records.
     lag_apis = (frames.FETCH, frames.OFFSET_COMMIT, frames.TXN_OFFSET_COMMIT)
     return {
-        "consumer_lag": runner.needs(opts, frames.ordered(consumer_lag(ds.exchanges, ds.partitions, ds.keep),
+        "consumer_lag": needs(opts, frames.ordered(consumer_lag(ds.exchanges, ds.partitions, ds.keep),
                                                           F.col("lag").desc_nulls_last(), "group_id", "topic",
                                                           "partition", "client_id"), *lag_apis),
-        "produce_to_fetch": runner.needs(opts, frames.ordered(produce_to_fetch(ds.exchanges, ds.partitions),
+        "produce_to_fetch": needs(opts, frames.ordered(produce_to_fetch(ds.exchanges, ds.partitions),
                                                               F.col("p50_ms").desc(), "topic", "partition",
                                                               "client_id"), all_of=(frames.PRODUCE, frames.FETCH)),
     }

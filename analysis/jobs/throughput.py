@@ -15,7 +15,7 @@ Tables: ``throughput_by_topic``, ``throughput_over_time``, ``top_clients``.
 Usage::
 
     python -m analysis throughput DATASET... [--master local[*]] [--window '1 second'] [--out DIR]
-    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/throughput.py DATASET [--window '1 second']
+    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/jobs/throughput.py DATASET [--window '1 second']
 """
 
 from __future__ import annotations
