@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from analysis import derived
 from analysis.findings import brokers, clients, consumers, groups, payloads, producer
 from analysis.findings.config import Config, FindingsConfigError, load
 from analysis.findings.core import COLUMNS, FINDINGS, SEVERITIES, Inputs, Rule
@@ -49,9 +50,9 @@ def prepared(inp: Inputs, keep: Callable[[DataFrame], DataFrame] | None = None) 
 
     from pyspark import StorageLevel
     keep = keep or (lambda df: df.persist(StorageLevel.MEMORY_AND_DISK))
-    requested = keep(groups.group_requests(inp.exchanges))
     inp = replace(inp, produce=keep(producer.produce_batches(inp.exchanges)),
-                  group_requests=requested, generations=keep(groups.generations(requested)))
+                  group_requests=keep(groups.group_requests(inp.exchanges)),
+                  generations=keep(derived.generations(derived.group_exchanges(inp.exchanges))))
     return replace(inp, resent=keep(producer.resent_batches(inp)))
 
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analysis import frames, runner
+from analysis import derived, frames, runner
 from analysis.dataset import Dataset
 from analysis.jobs import needs
 from analysis.options import Options
@@ -44,7 +44,7 @@ def sides(records: DataFrame) -> DataFrame:
 
 def schemas_by_topic(records: DataFrame, exchanges: DataFrame) -> DataFrame:
     clients = exchanges.select(*frames.KEYS, "client_id")
-    produced = (F.col("direction") == "request") & (F.col("api_key") == frames.PRODUCE)
+    produced = (F.col("direction") == "request") & derived.api(frames.PRODUCE)
     s = sides(records).join(clients, frames.KEYS, "left")
     return (s.groupBy("capture", "topic", "side", "schema_id", "schema_guid", "format")
             .agg(F.sort_array(F.collect_set(F.when(produced, F.col("client_id")))).alias("producer_client_ids"),

@@ -403,7 +403,7 @@ class MetricsFold:
     # -- exporters' threads --------------------------------------------------------------------
 
     def lag(self) -> dict[tuple, int]:
-        """(group, topic, partition) -> lag, as ``analysis.jobs.lag.consumer_lag`` computes it for groups."""
+        """(group, topic, partition) -> lag, as ``analysis.derived.consumer_lag`` computes it for groups."""
         groups = {c: tuple(g) for c, g in list(self.client_groups.items())}
         position: dict[tuple, tuple[int, int]] = {}
         for (client, t, p), (off, ts) in list(self.positions.items()):
