@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Sequence
 
-from analysis.runner import JOBS
+from analysis.jobs import JOBS, module_of
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -18,7 +17,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     # Imported late so `--help` and typos answer without starting Java.
-    return importlib.import_module(f"analysis.{argv[0]}").main(argv[1:])
+    return module_of(argv[0]).main(argv[1:])
 
 
 if __name__ == "__main__":

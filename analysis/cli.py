@@ -6,7 +6,7 @@
                           [--report report.html] [--json results.json] [--out DIR [--format parquet|csv]]
 
 The same tables come from ``python -m analysis JOB DATASET`` one job at a
-time, or ``spark-submit analysis/<job>.py DATASET`` on a cluster.
+time, or ``spark-submit analysis/jobs/<job>.py DATASET`` on a cluster.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
-from analysis import runner
+from analysis import arguments, output, schedule
 from analysis.exceptions import AnalysisError, UsageError
+from analysis.jobs import JOBS
 
 HELP = """\
 Runs every analysis job (latency, errors, throughput, consumer groups, lag,
@@ -73,10 +74,10 @@ VIEWS: list[tuple[str, str, list[str] | None]] = [
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    runner.add_arguments(p, report=True)
+    arguments.add_arguments(p, report=True)
 
 
-def _summary_line(results: runner.Results, datasets: Sequence[str] = ()) -> str:
+def _summary_line(results: schedule.Results, datasets: Sequence[str] = ()) -> str:
     """What was read, first: a dataset holding more captures than the user thinks says so at once."""
     table = results.get("summary")
     if table is None or table.num_rows == 0:
@@ -90,7 +91,7 @@ def _summary_line(results: runner.Results, datasets: Sequence[str] = ()) -> str:
     return (f"read {n('captures', 'capture')} and {n('exchanges', 'exchange')}{where}{_without_exchanges(s)}: "
             f"{n('connections', 'connection')}, {n('clients', 'client')}, {n('brokers', 'broker')}, "
             f"{n('errors', 'error')}, {n('anomalies', 'anomaly').replace('anomalys', 'anomalies')}; "
-            f"{runner._cell(s['first_ts'])} UTC to {runner._cell(s['last_ts'])} UTC ({_span(s['duration_s'] or 0.0)})")
+            f"{output.cell(s['first_ts'])} UTC to {output.cell(s['last_ts'])} UTC ({_span(s['duration_s'] or 0.0)})")
 
 
 def _without_exchanges(s: dict) -> str:
@@ -115,7 +116,7 @@ def _span(seconds: float) -> str:
     return f"{seconds:.1f} s"
 
 
-def _printed(results: runner.Results) -> runner.Results:
+def _printed(results: schedule.Results) -> schedule.Results:
     """The tables as printed: outdated api versions picked out of api_versions."""
     shown = dict(results)
     versions = results.get("api_versions")
@@ -129,18 +130,19 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark=None) -> int:
     """Compute every table and write what ``args`` asks; raises AnalysisError for the caller to print."""
     out = out or sys.stdout
     from analysis.dataset import check_paths
-    from analysis.session import check_start, engine_for, remote_url, running_on, start
+    from analysis.preflight import check_start, engine_for, remote_url
+    from analysis.session import running_on, start
 
     # Everything that can be wrong without Spark answers at once, before a JVM starts.
-    request = runner.check_arguments(args)
+    request = arguments.check_arguments(args)
     size = check_paths(args.datasets)
     remote = remote_url(getattr(args, "remote", None))
     engine = getattr(args, "engine", None)
     if spark is None:
         check_start(args.master, remote, engine)
-    stats = runner.Stats()
+    stats = schedule.Stats()
     started = stats.started
-    progress = runner.Progress(sys.stderr, "analyze")
+    progress = output.Progress(sys.stderr, "analyze")
     if progress.enabled:
         kind = engine_for(engine, args.master, remote)
         progress.stream.write(f"analyze: connecting to {remote} ..." if remote else
@@ -151,7 +153,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark=None) -> int:
     stats.mark(f"Spark Connect session at {remote}" if remote else "engine start", started)
     try:
         try:
-            results = runner.analyze(running, request, runner.JOBS, progress, stats)
+            results = schedule.analyze(running, request, JOBS, progress, stats)
         finally:
             progress.clear()
     finally:
@@ -160,13 +162,13 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark=None) -> int:
     if getattr(args, "profile", False):
         print(stats.report(), file=sys.stderr)
     print(_summary_line(results, args.datasets), file=out)
-    runner.print_tables(_printed(results), VIEWS, args.limit, out)
+    output.print_tables(_printed(results), VIEWS, args.limit, out)
     print(file=out)
     if args.json:
-        runner.write_json(args.json, results)
+        output.write_json(args.json, results)
         print(f"wrote {args.json} ({len(results)} tables as JSON)", file=out)
     if args.out:
-        runner.write_out(args.out, results, args.format)
+        output.write_out(args.out, results, args.format)
         print(f"wrote {len(results)} tables ({args.format}) under {args.out}", file=out)
     if args.report:
         try:
@@ -175,7 +177,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark=None) -> int:
             if exc.name != "analysis.html_report":
                 raise
             raise AnalysisError("--report: the HTML report renderer is not part of this installation") from None
-        html_report.write(args.report, runner.as_json(results))
+        html_report.write(args.report, output.as_json(results))
         print(f"report: {os.path.abspath(args.report)}", file=out)
     print(f"analyzed in {time.monotonic() - started:.1f} s", file=out)
     return 0

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from analysis import jvm, sail
 from analysis.exceptions import AnalysisError, SparkUnavailable
-from analysis.session import (CONNECT_MODE_ENV, CONNECT_PORT, FAIR_POOLS, LOG_CONFIG, LONG_RUNNING,
-                              SERVER_GC_INTERVAL, check_java, java_command)
+from analysis.preflight import CONNECT_PORT, check_java, java_command
+from analysis.session import CONNECT_MODE_ENV, FAIR_POOLS, LOG_CONFIG, LONG_RUNNING, SERVER_GC_INTERVAL
 
 CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 IDENT = "kdissect"  # spark-daemon.sh names its pid and log files after it

@@ -9,16 +9,13 @@ from pyspark.sql.window import WindowSpec
 # capture + connection + correlation_id identify an exchange in every table.
 KEYS = ["capture", "connection", "correlation_id"]
 
+# The api keys the jobs and rules select by (analysis.derived.api): Kafka's own numbers.
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT = 0, 1, 2, 3, 8
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
-API_VERSIONS = 18
+SASL_HANDSHAKE, API_VERSIONS = 17, 18
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
-CONSUMER_GROUP_HEARTBEAT = 68
-
-
-def broker() -> Column:
-    """The broker end as ``ip:port``."""
-    return F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string"))
+SASL_AUTHENTICATE = 36
+CONSUMER_GROUP_HEARTBEAT, SHARE_GROUP_HEARTBEAT, SHARE_FETCH = 68, 76, 78
 
 
 def topic() -> Column:
@@ -47,11 +44,6 @@ def seconds_between(start: str | Column, end: str | Column) -> Column:
 def epoch_seconds(ts: str | Column) -> Column:
     """Seconds since the epoch of a timestamp, from its integer microseconds (see :func:`seconds_between`)."""
     return F.unix_micros(F.col(ts) if isinstance(ts, str) else ts) / 1_000_000.0
-
-
-def context(exchanges: DataFrame) -> DataFrame:
-    """Per exchange: the keys and who was talking (client id, broker), to join onto partition rows."""
-    return exchanges.select(*KEYS, "client_id", broker().alias("broker"), "status", "api_version")
 
 
 def batch_entries() -> Column:

@@ -14,7 +14,7 @@ MAX_WINDOWS = 120
 @dataclass(frozen=True)
 class Present:
     """What a dataset holds, from the query that reads it: the tables and rules that would be empty on it
-    are skipped (``runner.needs``, ``Rule.applies``)."""
+    are skipped (``analysis.jobs.needs``, ``Rule.applies``)."""
 
     apis: frozenset[str] = frozenset()            # api names of its exchanges and partition rows
     api_keys: frozenset[int] = frozenset()        # ... and their keys

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from analysis import derived
 from analysis.findings import brokers, clients, consumers, groups, payloads, producer
 from analysis.findings.config import Config, FindingsConfigError, load
 from analysis.findings.core import COLUMNS, FINDINGS, SEVERITIES, Inputs, Rule
@@ -26,8 +27,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["BY_ID", "COLUMNS", "FINDINGS", "RULES", "SEVERITIES", "Config", "FindingsConfigError", "Inputs",
-           "Rule", "findings", "from_dataset", "load", "merge", "rule_frames", "rules_markdown", "severity_rank",
-           "tables"]
+           "Rule", "findings", "from_dataset", "load", "merge", "prepared", "rule_frames", "rules_markdown",
+           "severity_rank"]
 
 
 # After the severity's rank (worst first): time, rule and subject; capture and evidence last, so that findings
@@ -49,9 +50,9 @@ def prepared(inp: Inputs, keep: Callable[[DataFrame], DataFrame] | None = None) 
 
     from pyspark import StorageLevel
     keep = keep or (lambda df: df.persist(StorageLevel.MEMORY_AND_DISK))
-    requested = keep(groups.group_requests(inp.exchanges))
     inp = replace(inp, produce=keep(producer.produce_batches(inp.exchanges)),
-                  group_requests=requested, generations=keep(groups.generations(requested)))
+                  group_requests=keep(groups.group_requests(inp.exchanges)),
+                  generations=keep(derived.generations(derived.group_exchanges(inp.exchanges))))
     return replace(inp, resent=keep(producer.resent_batches(inp)))
 
 
@@ -113,21 +114,3 @@ def from_dataset(spark: SparkSession, path: str, config: Config | None = None) -
     ex = dataset.read_table(spark, path, "exchanges").cache()
     parts = dataset.read_table(spark, path, "partitions").cache()
     return findings(Inputs(ex, parts, records=dataset.read_table(spark, path, "records")), config)
-
-
-def tables(ds: Any, opts: Any) -> dict[str, Any]:
-    """The job interface of ``kdissect analyze``: the dataset (its ``exchanges``, ``partitions``) and options
-    (``opts.findings``: a :class:`Config`, defaults when absent) in, the ``findings`` table out: each rule a
-    query of its own, which the runner collects side by side and :func:`merge` puts together."""
-    from analysis.runner import Pieces
-
-    config = getattr(opts, "findings", None)
-    inp = prepared(Inputs(ds.exchanges, ds.partitions, getattr(ds, "anomalies", None),
-                          records=getattr(ds, "records", None)), getattr(ds, "keep", None))
-    return {"findings": Pieces(rule_frames(inp, config, getattr(opts, "present", None)), merge)}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m analysis findings DATASET...`` / spark-submit: the findings table alone."""
-    from analysis import runner
-    return runner.run_job("findings", tables, argv)

@@ -5,12 +5,11 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis import frames
+from analysis import derived, frames
 from analysis.findings.core import (
     Inputs,
     Rule,
     Thresholds,
-    broker_of,
     emit,
     fmt,
     requests_of,
@@ -22,12 +21,13 @@ from analysis.findings.core import (
 )
 
 # Apis whose latency is a wait the client asked for (long poll, rebalance barrier), not broker speed.
-WAITING_APIS = ("Fetch", "JoinGroup", "SyncGroup", "ShareFetch", "ConsumerGroupHeartbeat", "ShareGroupHeartbeat")
+WAITING_APIS = (frames.FETCH, frames.JOIN_GROUP, frames.SYNC_GROUP, frames.SHARE_FETCH, frames.CONSUMER_GROUP_HEARTBEAT,
+                frames.SHARE_GROUP_HEARTBEAT)
 
 
 def slow(inp: Inputs, th: Thresholds) -> DataFrame:
-    ex = (inp.exchanges.where(F.col("latency_ms").isNotNull() & ~F.col("api_name").isin(*WAITING_APIS))
-          .withColumn("broker", broker_of()))
+    ex = (inp.exchanges.where(F.col("latency_ms").isNotNull() & ~derived.api(*WAITING_APIS))
+          .withColumn("broker", derived.broker()))
     per = (ex.groupBy("capture", "api_name", "broker")
            .agg(F.count(F.lit(1)).alias("count"), frames.percentile("latency_ms", 0.99).alias("p99"),
                 F.min("request_ts").alias("first_ts"), F.max("request_ts").alias("last_ts"))
@@ -59,8 +59,8 @@ def slow(inp: Inputs, th: Thresholds) -> DataFrame:
 def throttling(inp: Inputs, th: Thresholds) -> DataFrame:
     # ApiVersions is left out: quotas are not applied to it, and the librdkafka mock cluster's answers
     # carry junk there (1179648 ms).
-    ex = (inp.exchanges.where((F.col("throttle_ms") > 0) & (F.col("api_name") != "ApiVersions"))
-          .withColumn("broker", broker_of()))
+    ex = (inp.exchanges.where((F.col("throttle_ms") > 0) & ~derived.api(frames.API_VERSIONS))
+          .withColumn("broker", derived.broker()))
     agg = (ex.groupBy("capture", "client_id")
            .agg(F.count(F.lit(1)).alias("throttled"), F.max("throttle_ms").alias("max_ms"),
                 F.sum("throttle_ms").alias("total_ms"), F.sort_array(F.collect_set("api_name")).alias("apis"),
@@ -86,9 +86,9 @@ def unanswered(inp: Inputs, th: Thresholds) -> DataFrame:
                 .groupBy("capture", "connection").agg(F.max("request_ts").alias("last_answered")))
     # How long a request may legitimately wait: what it asked for.
     allowance_ms = F.coalesce(
-        F.when(F.col("api_name") == "Fetch", F.col("req_max_wait_ms"))
-        .when(F.col("api_name") == "JoinGroup", F.col("req_rebalance_timeout_ms"))
-        .when(F.col("api_name") == "Produce", F.col("req_timeout_ms")),
+        F.when(derived.api(frames.FETCH), F.col("req_max_wait_ms"))
+        .when(derived.api(frames.JOIN_GROUP), F.col("req_rebalance_timeout_ms"))
+        .when(derived.api(frames.PRODUCE), F.col("req_timeout_ms")),
         F.lit(0)).cast("double")
     # A later request from the same client to the same broker on another connection: it gave up on this one.
     later = (requests_of(ex).groupBy("capture", "client_id", "broker_ip", "broker_port")
@@ -100,7 +100,7 @@ def unanswered(inp: Inputs, th: Thresholds) -> DataFrame:
     skipped = F.col("last_answered") > F.col("request_ts")
     abandoned = ((frames.epoch_seconds("client_last") > F.col("deadline"))
                  & (frames.epoch_seconds("capture_end") > F.col("deadline")))
-    hits = lone.where(skipped | abandoned).withColumn("broker", broker_of())
+    hits = lone.where(skipped | abandoned).withColumn("broker", derived.broker())
     agg = (hits.groupBy("capture", "broker")
            .agg(F.count(F.lit(1)).alias("unanswered"), F.min("request_ts").alias("first_ts"),
                 F.max("request_ts").alias("last_ts"), F.sort_array(F.collect_set("api_name")).alias("apis"),
@@ -124,7 +124,7 @@ def hot_partition(inp: Inputs, th: Thresholds) -> DataFrame:
     p = inp.partitions.where(F.col("topic").isNotNull() & F.col("partition").isNotNull())
     # Every partition a message names counts, so idle partitions (seen in Metadata, say) weigh in at 0.
     known = p.select("capture", "topic", "partition").distinct()
-    load = (p.where((F.col("api_name") == "Produce") & (F.col("direction") == "request"))
+    load = (p.where(derived.api(frames.PRODUCE) & (F.col("direction") == "request"))
             .groupBy("capture", "topic", "partition")
             .agg(F.sum("bytes").alias("bytes"), F.sum("record_count").alias("records"),
                  F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts")))
@@ -164,5 +164,5 @@ RULES = (
     Rule("topic.hot_partition", "a partition receiving far more than its topic's median partition",
          "bytes, records, topic_median_bytes, topic_partitions, share", "record keys, partitioner",
          hot_partition, {"min_ratio": 5.0, "min_bytes": 1048576},
-         applies=uses("Produce")),
+         applies=uses(frames.PRODUCE)),
 )

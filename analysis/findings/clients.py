@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analysis import frames
+from analysis import derived, frames
 from analysis.findings._removed_versions import MIN_VERSION_4X
 from analysis.findings.core import (
     Inputs,
@@ -50,7 +50,7 @@ def error_storm(inp: Inputs, th: Thresholds) -> DataFrame:
 
 
 def metadata_storm(inp: Inputs, th: Thresholds) -> DataFrame:
-    md = requests_of(inp.exchanges, "Metadata")
+    md = requests_of(inp.exchanges, frames.METADATA)
     # null topics (v1+) or an empty list (v0) asks for every topic in the cluster.
     topics = F.col("req_topics_json")
     all_topics = (topics.isNull() | (topics == "null")) | ((topics == "[]") & (F.col("api_version") == 0))
@@ -79,8 +79,8 @@ def connection_churn(inp: Inputs, th: Thresholds) -> DataFrame:
     ex = inp.exchanges.withColumn("t", ts())
     conns = (ex.groupBy("capture", "client_id", "connection")
              .agg(F.min("t").alias("first_ts"), F.max("t").alias("last_ts"),
-                  F.sum((F.col("api_name") == "ApiVersions").cast("long")).alias("api_versions"),
-                  F.sum(F.col("api_name").isin("SaslHandshake", "SaslAuthenticate").cast("long")).alias("sasl")))
+                  F.sum(derived.api(frames.API_VERSIONS).cast("long")).alias("api_versions"),
+                  F.sum(derived.api(frames.SASL_HANDSHAKE, frames.SASL_AUTHENTICATE).cast("long")).alias("sasl")))
     # The client id comes from requests; a connection whose requests were all missed has none.
     conns = (conns.where(F.col("client_id").isNotNull())
              .withColumn("lasted_s", seconds(F.col("first_ts"), F.col("last_ts"))))
@@ -105,7 +105,7 @@ def connection_churn(inp: Inputs, th: Thresholds) -> DataFrame:
 
 
 def auth_failures(inp: Inputs, th: Thresholds) -> DataFrame:
-    sasl = inp.exchanges.where(F.col("api_name").isin("SaslHandshake", "SaslAuthenticate")
+    sasl = inp.exchanges.where(derived.api(frames.SASL_HANDSHAKE, frames.SASL_AUTHENTICATE)
                                & F.col("error_code").isNotNull() & (F.col("error_code") != 0))
     who = F.coalesce(F.col("client_id"), F.concat(F.lit("ip "), F.col("client_ip")))
     agg = (sasl.withColumn("t", ts()).withColumn("who", who)
@@ -153,13 +153,13 @@ def no_client_id(inp: Inputs, th: Thresholds) -> DataFrame:
 
 def legacy_format(inp: Inputs, th: Thresholds) -> DataFrame:
     # Produce v0-2 carry message format v0/v1; Fetch v0-3 makes the broker down-convert to it.
-    legacy_api = (((F.col("api_name") == "Produce") & (F.col("api_version") <= 2))
-                  | ((F.col("api_name") == "Fetch") & (F.col("api_version") <= 3)))
+    legacy_api = ((derived.api(frames.PRODUCE) & (F.col("api_version") <= 2))
+                  | (derived.api(frames.FETCH) & (F.col("api_version") <= 3)))
     magics = F.flatten(F.flatten(F.transform("req_topic_data", lambda t: F.transform(
         t["partition_data"], lambda p: p["records"]["magics"]))))
     # Any batch of message format 0 or 1 (the JSON path with wildcards had the same with a regex).
-    legacy_magic = (F.col("api_name") == "Produce") & F.exists(magics, lambda m: m.isin(0, 1))
-    req = frames.where_lambda(requests_of(inp.exchanges, "Produce", "Fetch"), legacy_api | legacy_magic)
+    legacy_magic = derived.api(frames.PRODUCE) & F.exists(magics, lambda m: m.isin(0, 1))
+    req = frames.where_lambda(requests_of(inp.exchanges, frames.PRODUCE, frames.FETCH), legacy_api | legacy_magic)
     agg = (req.groupBy("capture", "client_id")
            .agg(F.count(F.lit(1)).alias("requests"),
                 F.sort_array(F.collect_set(F.concat("api_name", F.lit(" v"), F.col("api_version").cast("string"))))
@@ -215,21 +215,21 @@ RULES = (
          "Metadata at a high rate", "metadata_requests, requests_per_s, all_topics_requests, connections",
          "topic.metadata.refresh.interval.ms, metadata.max.age.ms", metadata_storm,
          {"min_requests": 20, "max_requests_per_s": 2.0, "max_all_topics_requests_per_s": 0.5},
-         applies=uses("Metadata")),
+         applies=uses(frames.METADATA)),
     Rule("client.connection_churn", "many short connections from one client (reconnect loops, a client per "
          "message), each paying ApiVersions and SASL again", "connections, median_connection_s, "
          "connections_per_min, api_versions_requests, sasl_requests", "client reuse, connections.max.idle.ms, "
          "reconnect.backoff.ms", connection_churn, {"min_connections": 10, "max_median_connection_s": 10.0}),
     Rule("client.auth_failures", "repeated SASL authentication failures", "failures, errors, connections",
          "sasl.mechanism, sasl.jaas.config / sasl.username", auth_failures, {"min_failures": 3}, "critical",
-         applies=uses("SaslHandshake", "SaslAuthenticate")),
+         applies=uses(frames.SASL_HANDSHAKE, frames.SASL_AUTHENTICATE)),
     Rule("client.no_client_id", "requests with no client id or a library default one (rdkafka, "
          "kafka-python-x, producer-1, ...)", "client_id, requests, connections, client_ips", "client.id",
          no_client_id, {"min_requests": 1}, "info"),
     Rule("client.legacy_format", "Produce v0-2 / magic 0-1 batches or Fetch v0-3: the legacy message format "
          "the broker must down-convert", "requests, api_versions", "client upgrade, api.version.request, "
          "broker.version.fallback", legacy_format, {"min_requests": 1},
-         applies=uses("Produce", "Fetch")),
+         applies=uses(frames.PRODUCE, frames.FETCH)),
     Rule("client.old_versions", "api versions in Kafka 3.9's specs that 4.x removed (KIP-896): the client "
          "cannot talk to a 4.x broker", "requests, removed_versions", "client upgrade", old_versions,
          {"min_requests": 1}),

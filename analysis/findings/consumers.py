@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis import frames
+from analysis import derived, frames
 from analysis.findings.core import (
     Inputs,
     Rule,
@@ -24,9 +24,9 @@ from analysis.findings.core import (
 
 def commit_per_message(inp: Inputs, th: Thresholds) -> DataFrame:
     ex = inp.exchanges.select("capture", "connection", "correlation_id", F.col("req_group_id").alias("group_id"))
-    commits = (inp.partitions.where((F.col("api_name") == "OffsetCommit") & (F.col("direction") == "request"))
+    commits = (inp.partitions.where(derived.api(frames.OFFSET_COMMIT) & (F.col("direction") == "request"))
                .join(ex, ["capture", "connection", "correlation_id"]))
-    step = F.col("base_offset") - F.lag("base_offset").over(
+    step = F.col("offset") - F.lag("offset").over(
         Window.partitionBy("capture", "group_id", "topic", "partition").orderBy("ts"))
     commits = commits.withColumn("step", step)
     per_tp = (commits.groupBy("capture", "group_id", "topic", "partition")
@@ -35,7 +35,7 @@ def commit_per_message(inp: Inputs, th: Thresholds) -> DataFrame:
                    F.sort_array(F.collect_set("client_id")).alias("clients")))
     # Fetches of the same partition by the committing clients that brought records.
     fetched = (parts_with_client(inp)
-               .where((F.col("api_name") == "Fetch") & (F.col("direction") == "response")
+               .where(derived.api(frames.FETCH) & (F.col("direction") == "response")
                       & (F.col("record_count") > 0))
                .groupBy("capture", "client_id", "topic", "partition")
                .agg(F.count(F.lit(1)).alias("fetches"), F.sum("record_count").alias("records")))
@@ -67,12 +67,12 @@ def commit_per_message(inp: Inputs, th: Thresholds) -> DataFrame:
 
 def _fetches(inp: Inputs) -> DataFrame:
     """Fetch exchanges with their wait settings and the records their response carried."""
-    got = (inp.partitions.where((F.col("api_name") == "Fetch") & (F.col("direction") == "response"))
+    got = (inp.partitions.where(derived.api(frames.FETCH) & (F.col("direction") == "response"))
            .groupBy("capture", "connection", "correlation_id")
            .agg(F.sum(F.coalesce("record_count", F.lit(0))).alias("records")))
-    ex = (requests_of(inp.exchanges, "Fetch").where(F.col("response_ts").isNotNull())
+    ex = (requests_of(inp.exchanges, frames.FETCH).where(F.col("response_ts").isNotNull())
           .select("capture", "connection", "correlation_id", "client_id", "request_ts", "response_ts",
-                  F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string")).alias("broker"),
+                  derived.broker().alias("broker"),
                   F.col("req_max_wait_ms").cast("int").alias("max_wait_ms"),
                   F.col("req_min_bytes").cast("int").alias("min_bytes")))
     return ex.join(got, ["capture", "connection", "correlation_id"], "left").withColumn(
@@ -102,14 +102,9 @@ def busy_polling(inp: Inputs, th: Thresholds) -> DataFrame:
 
 
 def lag_growing(inp: Inputs, th: Thresholds) -> DataFrame:
-    keys = ["capture", "connection", "correlation_id", "topic", "partition"]
-    req = (inp.partitions.where((F.col("api_name") == "Fetch") & (F.col("direction") == "request"))
-           .select(*keys, F.col("base_offset").alias("position"), "ts", "client_id"))
-    resp = (inp.partitions.where((F.col("api_name") == "Fetch") & (F.col("direction") == "response")
-                                 & F.col("high_watermark").isNotNull() & (F.col("high_watermark") >= 0))
-            .select(*keys, "high_watermark"))
-    lag = (req.join(resp, keys)
-           .withColumn("lag", F.greatest(F.col("high_watermark") - F.col("position"), F.lit(0)))
+    # Lag samples by the one rule (analysis.derived.lag_samples): consumers' fetches only, from the offset
+    # each asked for to the high watermark its answer gave.
+    lag = (derived.lag_samples(inp.exchanges, inp.partitions)
            .withColumn("t", frames.epoch_seconds("ts")))
     agg = (lag.groupBy("capture", "client_id", "topic", "partition")
            .agg(F.count(F.lit(1)).alias("samples"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
@@ -119,10 +114,18 @@ def lag_growing(inp: Inputs, th: Thresholds) -> DataFrame:
            .withColumn("slope", F.when(F.col("var") != 0, F.col("covar") / F.col("var"))))
     hits = agg.where((F.col("samples") >= th["min_samples"]) & (F.col("slope") > 0)
                      & (F.col("last_lag") - F.col("first_lag") >= th["min_growth_records"]))
+    # The lag it is left with is the consumer_lag table's for the client's group (or the client alone).
+    now = derived.lag_of_client(inp.exchanges, inp.partitions).select(
+        F.col("client_id").alias("lag_client"), F.col("topic").alias("lag_topic"),
+        F.col("partition").alias("lag_partition"), "group_id", "lag", "lag_from")
+    same = (F.col("client_id").eqNullSafe(F.col("lag_client")) & F.col("topic").eqNullSafe(F.col("lag_topic"))
+            & (F.col("partition") == F.col("lag_partition")))
+    hits = hits.join(now, same, "left")
     part = tp(F.col("topic"), F.col("partition"))
     return emit(hits, "consumer.lag_growing", "warning", "topic_partition", part,
                 {"client_id": F.col("client_id"), "first_lag": F.col("first_lag"), "last_lag": F.col("last_lag"),
-                 "max_lag": F.col("max_lag"), "growth_per_s": rounded(F.col("slope")), "samples": F.col("samples")},
+                 "max_lag": F.col("max_lag"), "growth_per_s": rounded(F.col("slope")), "samples": F.col("samples"),
+                 "group_id": F.col("group_id"), "lag": F.col("lag"), "lag_from": F.col("lag_from")},
                 fmt("%s falls behind on %s: lag grew from %s to %s records (%s/s) over the capture.",
                     F.col("client_id"), part, F.col("first_lag"), F.col("last_lag"), rounded(F.col("slope"), 1)),
                 "Add consumers (up to the partition count) or speed up processing; check max.poll.records, "
@@ -136,14 +139,14 @@ RULES = (
          "fetches_with_records, records_fetched, median_offset_step", "enable.auto.commit, "
          "auto.commit.interval.ms", commit_per_message,
          {"min_commits": 10, "min_commits_per_s": 1.0, "min_fetch_ratio": 0.5, "max_records_per_commit": 2},
-         applies=uses("OffsetCommit")),
+         applies=uses(frames.OFFSET_COMMIT)),
     Rule("consumer.busy_polling", "empty Fetch responses with a tiny max_wait_ms, or with min_bytes 1 at a "
          "high rate", "empty_fetches, empty_per_s, max_wait_ms, min_bytes", "fetch.wait.max.ms / "
          "fetch.max.wait.ms, fetch.min.bytes", busy_polling,
          {"min_empty_fetches": 50, "max_wait_ms": 10, "min_empty_per_s": 5, "high_empty_per_s": 50},
-         applies=uses("Fetch")),
+         applies=uses(frames.FETCH)),
     Rule("consumer.lag_growing", "lag (high watermark minus fetch position) that grows over the capture",
-         "first_lag, last_lag, max_lag, growth_per_s", "consumer count, max.poll.records, fetch sizes",
+         "first_lag, last_lag, max_lag, growth_per_s, lag (as consumer_lag has it)", "consumer count, max.poll.records, fetch sizes",
          lag_growing, {"min_samples": 10, "min_growth_records": 1000},
-         applies=uses("Fetch")),
+         applies=uses(frames.FETCH)),
 )

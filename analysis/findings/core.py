@@ -15,7 +15,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
-from analysis import frames
+from analysis import derived, frames
 
 SEVERITIES = ("critical", "warning", "info")  # worst first
 
@@ -50,7 +50,7 @@ class Inputs:
     # Derived once and kept by Spark when several rules read them (see ``findings.prepared``).
     produce: DataFrame | None = None                 # producer.produce_batches(exchanges)
     group_requests: DataFrame | None = None          # groups.group_requests(exchanges)
-    generations: DataFrame | None = None             # groups.generations(group_requests)
+    generations: DataFrame | None = None             # derived.generations(derived.group_exchanges(exchanges))
     resent: DataFrame | None = None                  # producer.resent_batches(inputs)
     records: DataFrame | None = None                 # the records table (with --records; else None or empty)
 
@@ -75,10 +75,10 @@ class Rule:
     applies: Callable[[Any], bool] | None = None
 
 
-def uses(*apis: str) -> Callable[[Any], bool]:
-    """``Rule.applies`` of a rule that reads only the exchanges or partition rows of ``apis``."""
-    wanted = frozenset(apis)
-    return lambda present: bool(present.apis & wanted)
+def uses(*api_keys: int) -> Callable[[Any], bool]:
+    """``Rule.applies`` of a rule that reads only the exchanges or partition rows of ``api_keys``."""
+    wanted = frozenset(api_keys)
+    return lambda present: bool(present.api_keys & wanted)
 
 
 def has_records(present: Any) -> bool:
@@ -156,31 +156,27 @@ def emit(df: DataFrame, finding: str, severity: Column | str, subject_kind: str,
     )
 
 
-def requests_of(exchanges: DataFrame, *apis: str) -> DataFrame:
-    """Exchanges whose request was captured, limited to ``apis`` when given."""
+def requests_of(exchanges: DataFrame, *api_keys: int) -> DataFrame:
+    """Exchanges whose request was captured, limited to ``api_keys`` when given."""
     out = exchanges.where(F.col("request_ts").isNotNull())
-    return out.where(F.col("api_name").isin(*apis)) if apis else out
+    return out.where(derived.api(*api_keys)) if api_keys else out
 
 
 # What the rules read of a Produce or Fetch partition row with its client (kept narrow: it is kept).
-CLIENT_PARTITION_COLUMNS = ["capture", "connection", "correlation_id", "api_name", "direction", "ts", "topic",
-                            "partition", "error_name", "record_count", "batch_count", "bytes", "compression",
-                            "client_id"]
+CLIENT_PARTITION_COLUMNS = ["capture", "connection", "correlation_id", "api_key", "api_name", "direction", "ts",
+                            "topic", "partition", "error_name", "record_count", "batch_count", "bytes",
+                            "compression", "client_id"]
 
 
 def client_partitions(partitions: DataFrame) -> DataFrame:
     """The Produce and Fetch partition rows, narrowed to :data:`CLIENT_PARTITION_COLUMNS` (each row carries its
     exchange's client id, so no join to the exchanges)."""
-    return partitions.where(F.col("api_name").isin("Produce", "Fetch")).select(*CLIENT_PARTITION_COLUMNS)
+    return partitions.where(derived.api(frames.PRODUCE, frames.FETCH)).select(*CLIENT_PARTITION_COLUMNS)
 
 
 def parts_with_client(inp: Inputs) -> DataFrame:
     """``client_partitions(inp.partitions)``."""
     return client_partitions(inp.partitions)
-
-
-def broker_of() -> Column:
-    return F.concat_ws(":", F.col("broker_ip"), F.col("broker_port").cast("string"))
 
 
 def tp(topic: Column, partition: Column) -> Column:

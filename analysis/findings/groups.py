@@ -1,34 +1,46 @@
 """Consumer group rules: rebalance storms, long rebalances, members evicted by session or poll timeouts.
 
-Generations and members are read from the group apis themselves (JoinGroup,
-SyncGroup, Heartbeat, OffsetCommit, LeaveGroup), so these rules need no other table.
+Members are read from the group apis themselves (JoinGroup, SyncGroup, Heartbeat,
+OffsetCommit, LeaveGroup); the generations are :func:`analysis.derived.generations`,
+the very rows of the ``rebalances`` table.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis import facts, frames
+from analysis import derived, facts, frames
 from analysis.findings.core import Inputs, Rule, Thresholds, emit, fmt, requests_of, rounded, show_line, uses
 
-GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "LeaveGroup")
+# The classic protocol's member requests, which the member rules follow.
+GROUP_APIS = (frames.JOIN_GROUP, frames.SYNC_GROUP, frames.HEARTBEAT, frames.OFFSET_COMMIT, frames.LEAVE_GROUP)
+# What a generation is formed from (analysis.derived.generations).
+GENERATION_APIS = (frames.JOIN_GROUP, frames.SYNC_GROUP, frames.CONSUMER_GROUP_HEARTBEAT)
 EVICTED = ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION")
 _SHOW_APIS = ["JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"]
+KIP848 = "consumer (KIP-848)"   # a KIP-848 generation's protocol (analysis.derived.kip848_generations)
+
+
+def _show_generations(classic: list[str]) -> Column:
+    """The show line of a group's generations: its ConsumerGroupHeartbeats for a KIP-848 group, else ``classic``."""
+    return F.when(F.col("protocol") == KIP848, show_line(F.col("capture"), ["ConsumerGroupHeartbeat"]))\
+        .otherwise(show_line(F.col("capture"), classic))
 
 
 def group_requests(exchanges: DataFrame) -> DataFrame:
     """Group api exchanges with group id, member id (a JoinGroup's from its answer), generation and timeouts."""
     req = requests_of(facts.typed(exchanges), *GROUP_APIS)
-    member = F.when(F.col("api_name") == "JoinGroup",
+    member = F.when(derived.api(frames.JOIN_GROUP),
                     F.coalesce(F.nullif(F.col("resp_member_id"), F.lit("")), F.col("req_member_id")))\
-        .when(F.col("api_name") == "LeaveGroup",
+        .when(derived.api(frames.LEAVE_GROUP),
               F.coalesce(F.col("req_member_id"), F.col("req_members")[0]["member_id"]))\
         .otherwise(F.col("req_member_id"))
-    generation = F.when(F.col("api_name") == "JoinGroup", F.col("resp_generation_id"))\
+    generation = F.when(derived.api(frames.JOIN_GROUP), F.col("resp_generation_id"))\
         .otherwise(F.col("req_generation_id"))
     return req.select(
-        "capture", "connection", "correlation_id", "client_id", "api_name", "api_version", "request_ts", "response_ts",
+        "capture", "connection", "correlation_id", "client_id", "api_key", "api_name", "api_version", "request_ts",
+        "response_ts",
         "error_name", F.col("status"),
         F.col("req_group_id").alias("group_id"),
         member.alias("member_id"),
@@ -42,32 +54,22 @@ def requests(inp: Inputs) -> DataFrame:
     return inp.group_requests if inp.group_requests is not None else group_requests(inp.exchanges)
 
 
-def generations(g: DataFrame) -> DataFrame:
-    """One row per (capture, group, generation) of :func:`group_requests` ``g``: start (first JoinGroup sent),
-    end (last SyncGroup answer), members."""
-    joins = g.where((F.col("api_name") == "JoinGroup") & (F.col("error_name") == "NONE"))
-    syncs = (g.where((F.col("api_name") == "SyncGroup") & F.col("response_ts").isNotNull())
-             .groupBy("capture", "group_id", "generation_id").agg(F.max("response_ts").alias("sync_end")))
-    gens = (joins.groupBy("capture", "group_id", "generation_id")
-            .agg(F.min("request_ts").alias("start_ts"), F.max("response_ts").alias("join_end"),
-                 F.countDistinct("member_id").alias("members"),
-                 F.sort_array(F.collect_set("client_id")).alias("clients")))
-    return (gens.join(syncs, ["capture", "group_id", "generation_id"], "left")
-            .withColumn("end_ts", F.coalesce("sync_end", "join_end"))
-            .withColumn("duration_ms", frames.millis_between("start_ts", "end_ts"))
-            .drop("sync_end", "join_end"))
-
-
 def generations_of(inp: Inputs) -> DataFrame:
-    """:func:`generations` of the inputs: kept once (``findings.prepared``), else derived."""
-    return inp.generations if inp.generations is not None else generations(requests(inp))
+    """The groups' generations (:func:`analysis.derived.generations`, the ``rebalances`` table's rows): kept
+    once (``findings.prepared``), else derived."""
+    if inp.generations is not None:
+        return inp.generations
+    return derived.generations(derived.group_exchanges(inp.exchanges))
 
 
 def rebalance_storm(inp: Inputs, th: Thresholds) -> DataFrame:
     gens = generations_of(inp)
-    agg = (gens.groupBy("capture", "group_id")
+    # A group's generations are the group's, whichever captures saw them: shown from the first one's capture.
+    agg = (gens.groupBy("group_id")
            .agg(F.count(F.lit(1)).alias("rebalances"), F.min("start_ts").alias("first_ts"),
-                F.max("end_ts").alias("last_ts"), F.sort_array(F.collect_set("generation_id")).alias("generations")))
+                F.max("end_ts").alias("last_ts"), F.sort_array(F.collect_set("generation_id")).alias("generations"),
+                F.min_by("capture", F.struct("start_ts", "generation_id")).alias("capture"),
+                F.max("protocol").alias("protocol")))
     span_h = F.greatest(frames.seconds_between("first_ts", "last_ts"), F.lit(60.0)) / 3600
     agg = agg.withColumn("per_hour", F.col("rebalances") / span_h)
     hits = agg.where((F.col("rebalances") >= th["min_rebalances"]) & (F.col("per_hour") > th["max_per_hour"]))
@@ -78,20 +80,20 @@ def rebalance_storm(inp: Inputs, th: Thresholds) -> DataFrame:
                     F.col("group_id"), F.col("rebalances"), rounded(F.col("per_hour"), 0)),
                 "Find why members leave and rejoin (see group.session_timeout / group.poll_timeout); consider "
                 "static membership (group.instance.id) and the cooperative-sticky assignor.",
-                show_line(F.col("capture"), _SHOW_APIS))
+                _show_generations(_SHOW_APIS))
 
 
 def long_rebalance(inp: Inputs, th: Thresholds) -> DataFrame:
     gens = generations_of(inp).where(F.col("duration_ms") >= th["min_duration_ms"])
     return emit(gens, "group.long_rebalance", "warning", "group", F.col("group_id"),
                 {"generation_id": F.col("generation_id"), "duration_ms": rounded(F.col("duration_ms"), 1),
-                 "members": F.col("members"), "clients": F.col("clients")},
+                 "members": F.col("members"), "clients": F.col("member_client_ids")},
                 fmt("Group %s took %s s to form generation %s (%s member(s)): consumption was stopped meanwhile.",
                     F.col("group_id"), rounded(F.col("duration_ms") / 1000, 1), F.col("generation_id"),
                     F.col("members")),
                 "Check max.poll.interval.ms (the rebalance timeout: slow members delay everyone), "
                 "group.initial.rebalance.delay.ms, and consider the cooperative-sticky assignor.",
-                show_line(F.col("capture"), ["JoinGroup", "SyncGroup"]),
+                _show_generations(["JoinGroup", "SyncGroup"]),
                 first_ts=F.col("start_ts"), last_ts=F.col("end_ts"))
 
 
@@ -111,7 +113,7 @@ def session_timeout(inp: Inputs, th: Thresholds) -> DataFrame:
     t = _member_timeline(requests(inp))
     session = F.coalesce(F.col("session_ms"), F.lit(th["default_session_timeout_ms"]))
     # Back after a silence longer than its session, and told it is no longer a member; no LeaveGroup before.
-    hits = t.where((F.col("api_name") != "LeaveGroup") & (F.col("silent_ms") >= session)
+    hits = t.where(~derived.api(frames.LEAVE_GROUP) & (F.col("silent_ms") >= session)
                    & F.col("next_error").isin(*EVICTED))
     return emit(hits, "group.session_timeout", "warning", "group", F.col("group_id"),
                 {"member_id": F.col("member_id"), "client_id": F.col("client_id"),
@@ -131,7 +133,7 @@ def session_timeout(inp: Inputs, th: Thresholds) -> DataFrame:
 def generation_members(g: DataFrame) -> DataFrame:
     """(capture, group_id, generation_id, member_id) of :func:`group_requests` ``g``: the members each
     generation was formed with."""
-    return (g.where((F.col("api_name") == "JoinGroup") & (F.col("error_name") == "NONE"))
+    return (g.where(derived.api(frames.JOIN_GROUP) & (F.col("error_name") == "NONE"))
             .select("capture", "group_id", "generation_id", "member_id").distinct())
 
 
@@ -143,10 +145,10 @@ def member_vanished(inp: Inputs, th: Thresholds) -> DataFrame:
     # is gone without a word (killed, crashed, cut off). One whose last request was told it is no longer a
     # member came back (group.session_timeout). Its session timeout is the one its JoinGroup gave.
     last = (g.groupBy(*member)
-            .agg(F.max_by(F.struct("api_name", "api_version", "client_id", "request_ts", "response_ts",
+            .agg(F.max_by(F.struct("api_key", "api_name", "api_version", "client_id", "request_ts", "response_ts",
                                    "error_name"), F.struct("request_ts", "correlation_id")).alias("last"),
                  F.max("session_timeout_ms").alias("session_ms"))
-            .where((F.col("last.api_name") != "LeaveGroup")
+            .where((F.col("last.api_key") != frames.LEAVE_GROUP)
                    & ~F.coalesce(F.col("last.error_name").isin(*EVICTED), F.lit(False)))
             .select(*member, "session_ms", F.col("last.api_name").alias("last_api"),
                     F.col("last.api_version").alias("last_version"), F.col("last.client_id").alias("client_id"),
@@ -154,15 +156,16 @@ def member_vanished(inp: Inputs, th: Thresholds) -> DataFrame:
     held = generation_members(requested)
     joined = held.groupBy(*member).agg(F.max("generation_id").alias("held_generation"))
     gens = generations_of(inp).select(
-        "capture", "group_id", F.col("generation_id").alias("next_generation"), F.col("start_ts").alias("rebalance_ts"),
+        "group_id", F.col("generation_id").alias("next_generation"), F.col("start_ts").alias("rebalance_ts"),
         F.col("end_ts").alias("formed_ts"), F.col("duration_ms").alias("rebalance_ms"),
-        F.col("clients").alias("members_after"))
-    # The rebalance that followed: the group's first later generation, formed without the member.
+        F.col("member_client_ids").alias("members_after"))
+    # The rebalance that followed: the group's first later generation (the group's, whichever capture saw
+    # it form), formed without the member.
+    formed_with = held.select("group_id", F.col("generation_id").alias("next_generation"), "member_id")
     after = (last.join(joined, member)
-             .join(gens, ["capture", "group_id"])
+             .join(gens, "group_id")
              .where((F.col("next_generation") > F.col("held_generation")) & (F.col("rebalance_ts") >= F.col("last_ts")))
-             .join(held.withColumnRenamed("generation_id", "next_generation"),
-                   ["capture", "group_id", "next_generation", "member_id"], "left_anti"))
+             .join(formed_with, ["group_id", "next_generation", "member_id"], "left_anti"))
     first = Window.partitionBy(*member).orderBy("rebalance_ts", "next_generation")
     hits = after.withColumn("n", F.row_number().over(first)).where(F.col("n") == 1)
     session = F.coalesce(F.col("session_ms"), F.lit(th["default_session_timeout_ms"]))
@@ -191,8 +194,8 @@ def member_vanished(inp: Inputs, th: Thresholds) -> DataFrame:
 
 def poll_timeout(inp: Inputs, th: Thresholds) -> DataFrame:
     g = requests(inp)
-    failed = g.where((F.col("api_name") == "OffsetCommit") & F.col("error_name").isin(*EVICTED))
-    rejoins = (g.where(F.col("api_name") == "JoinGroup")
+    failed = g.where(derived.api(frames.OFFSET_COMMIT) & F.col("error_name").isin(*EVICTED))
+    rejoins = (g.where(derived.api(frames.JOIN_GROUP))
                .select("capture", "group_id", "client_id", F.col("request_ts").alias("rejoin_ts"),
                        F.col("rebalance_timeout_ms")))
     j = (failed.alias("f").join(rejoins.alias("r"), ["capture", "group_id", "client_id"])
@@ -219,11 +222,12 @@ RULES = (
     Rule("group.rebalance_storm", "more than a threshold of rebalances (generations) per hour",
          "rebalances, per_hour, generations", "session.timeout.ms, max.poll.interval.ms, group.instance.id",
          rebalance_storm, {"min_rebalances": 5, "max_per_hour": 30},
-         applies=uses(*GROUP_APIS)),
-    Rule("group.long_rebalance", "a generation that took long to form (first JoinGroup to last SyncGroup)",
+         applies=uses(*GENERATION_APIS)),
+    Rule("group.long_rebalance", "a generation that took long to form (first JoinGroup to last SyncGroup; "
+         "KIP-848: first heartbeat given the epoch to the one given its assignment)",
          "generation_id, duration_ms, members", "max.poll.interval.ms, group.initial.rebalance.delay.ms",
          long_rebalance, {"min_duration_ms": 30000},
-         applies=uses(*GROUP_APIS)),
+         applies=uses(*GENERATION_APIS)),
     Rule("group.session_timeout", "a member silent past its session timeout, without LeaveGroup, then told "
          "UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION", "member_id, client_id, session_timeout_ms, silent_ms, "
          "answer_on_return", "session.timeout.ms, heartbeat.interval.ms", session_timeout,

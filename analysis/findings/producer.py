@@ -7,7 +7,7 @@ from functools import reduce
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analysis import facts, frames
+from analysis import derived, facts, frames
 from analysis.findings.core import (
     Inputs,
     Rule,
@@ -31,7 +31,7 @@ _RECORDS = ["record_count", "batch_count", "total_bytes", "first_timestamp", "ma
 
 def produce_batches(exchanges: DataFrame) -> DataFrame:
     """One row per topic-partition entry of each captured Produce request, with its records summary."""
-    req = requests_of(facts.typed(exchanges), "Produce").select(
+    req = requests_of(facts.typed(exchanges), frames.PRODUCE).select(
         "capture", "connection", "correlation_id", "client_id", "request_ts", "status", "req_acks", "req_topic_data")
     topics = req.select("*", F.explode_outer("req_topic_data").alias("t"))
     parts = topics.select("*", F.explode_outer("t.partition_data").alias("p"))
@@ -49,7 +49,7 @@ def batches_of(inp: Inputs) -> DataFrame:
 
 
 def _produce_outcomes(partitions: DataFrame) -> DataFrame:
-    return (partitions.where((F.col("api_name") == "Produce") & (F.col("direction") == "response"))
+    return (partitions.where(derived.api(frames.PRODUCE) & (F.col("direction") == "response"))
             .select("capture", "connection", "correlation_id", "topic", "partition",
                     F.col("error_name").alias("outcome"), F.col("base_offset").alias("assigned_offset")))
 
@@ -61,7 +61,7 @@ def tiny_batches(inp: Inputs, th: Thresholds) -> DataFrame:
     # the batches by request: that shuffled every batch with its connection.
     entries = F.col("entries")
     per_req = (frames.where_lambda(
-        requests_of(facts.typed(inp.exchanges), "Produce")
+        requests_of(facts.typed(inp.exchanges), frames.PRODUCE)
         .select("capture", "client_id", F.col("request_ts").alias("ts"), frames.batch_entries().alias("entries")),
         F.size("entries") > 0)
                .select("capture", "client_id", "ts", frames.records_total(entries, "record_count").alias("records"),
@@ -91,7 +91,7 @@ def tiny_batches(inp: Inputs, th: Thresholds) -> DataFrame:
 
 def uncompressed(inp: Inputs, th: Thresholds) -> DataFrame:
     rows = parts_with_client(inp).where(
-        (F.col("api_name") == "Produce") & (F.col("direction") == "request") & (F.col("bytes") > 0))
+        derived.api(frames.PRODUCE) & (F.col("direction") == "request") & (F.col("bytes") > 0))
     agg = (rows.groupBy("capture", "topic")
            .agg(F.sum("bytes").alias("bytes"),
                 F.sum(F.when(F.col("compression") == "none", F.col("bytes")).otherwise(0)).alias("plain"),
@@ -118,7 +118,7 @@ _TOO_LARGE = ("MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE")
 
 
 def large_batches(inp: Inputs, th: Thresholds) -> DataFrame:
-    rows = parts_with_client(inp).where(F.col("api_name") == "Produce")
+    rows = parts_with_client(inp).where(derived.api(frames.PRODUCE))
     sent = rows.where((F.col("direction") == "request") & (F.col("batch_count") > 0))
     near = (sent.where(F.col("bytes") / F.col("batch_count") >= th["near_limit_bytes"])
             .groupBy("capture", "client_id", "topic")
@@ -152,7 +152,7 @@ def acks(inp: Inputs, th: Thresholds) -> DataFrame:
     # One aggregation of the exchanges (one row per request, its topics an array of its own): a distinct
     # count of requests over the exploded batches shuffled every batch with its connection (5 CPU s of 200,000).
     topics = F.transform(F.coalesce("req_topic_data", F.array()), lambda t: F.coalesce(t["name"], t["topic_id"]))
-    agg = (requests_of(facts.typed(inp.exchanges), "Produce").where(F.col("req_acks").isin(0, 1))
+    agg = (requests_of(facts.typed(inp.exchanges), frames.PRODUCE).where(F.col("req_acks").isin(0, 1))
            .groupBy("capture", "client_id", F.col("req_acks").alias("acks"))
            .agg(F.count(F.lit(1)).alias("requests"), F.collect_set(topics).alias("topics"),
                 F.min("request_ts").alias("first_ts"), F.max("request_ts").alias("last_ts"))
@@ -258,26 +258,26 @@ RULES = (
          "produce_requests, requests_per_s, median_records_per_batch", "linger.ms, batch.size",
          tiny_batches, {"max_median_records_per_batch": 2, "min_requests_per_s": 10, "min_requests": 20,
                         "min_records": 100},
-         applies=uses("Produce")),
+         applies=uses(frames.PRODUCE)),
     Rule("producer.uncompressed", "uncompressed record batches on a topic carrying a lot of data",
          "produced_bytes, uncompressed_bytes, uncompressed_share, uncompressed_bytes_per_s, producers",
          "compression.type", uncompressed,
          {"min_bytes": 32768, "min_bytes_per_s": 16384, "min_uncompressed_share": 0.5},
-         applies=uses("Produce")),
+         applies=uses(frames.PRODUCE)),
     Rule("producer.large_batches", "batches close to the size limit (warning) or rejected as too large "
          "(MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE: critical)", "batches_near_limit, largest_batch_bytes, errors",
          "batch.size, max.request.size, max.message.bytes", large_batches, {"near_limit_bytes": 943718},
          "warning, critical",
-         applies=uses("Produce")),
+         applies=uses(frames.PRODUCE)),
     Rule("producer.acks", "producers using acks=0 (warning) or acks=1 (info), and to which topics",
          "acks, produce_requests, topics", "acks, min.insync.replicas", acks, {"min_requests": 1}, "warning, info",
-         applies=uses("Produce")),
+         applies=uses(frames.PRODUCE)),
     Rule("producer.not_idempotent", "a producer without idempotence (producer id -1) that retries batches",
          "resent_batches, retries, partitions", "enable.idempotence", not_idempotent, {"min_retries": 1},
-         applies=uses("Produce")),
+         applies=uses(frames.PRODUCE)),
     Rule("producer.duplicates", "the same batch sent twice and not rejected: non-idempotent (warning), "
          "idempotent and de-duplicated by the broker (info)", "client_id, records, copies, sends (ts, "
          "connection, correlation_id, outcome, assigned_offset)", "enable.idempotence, request.timeout.ms",
          duplicates, {}, "warning, info",
-         applies=uses("Produce")),
+         applies=uses(frames.PRODUCE)),
 )

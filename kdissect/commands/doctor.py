@@ -54,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="pcap/pcapng files (gzip ok) or directories of them")
     p.add_argument("--dataset", metavar="DIR",
                    help="decode into DIR and keep it (default: a temporary directory, removed at the end)")
-    from analysis.runner import add_engine_arguments   # light: the analysis' Spark loads when it runs
+    from analysis.arguments import add_engine_arguments   # light: the analysis' Spark loads when it runs
     add_engine_arguments(p)
     p.add_argument("--report", metavar="FILE.html", help="write the HTML report, opening with the findings")
     p.add_argument("--json", metavar="FILE", help="write the results as one JSON object {table: [rows]}")
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, spark: Any = None) 
     UsageError for bad use, KdissectError when it cannot do its work."""
     out = out or sys.stdout
     from analysis.exceptions import UsageError as AnalysisUsageError
-    from analysis.runner import findings_config
+    from analysis.arguments import findings_config
     from kdissect.run.decode import decode_files
     from kdissect.run.inputs import capture_files
     from kdissect.run.progress import ProgressLine
@@ -227,7 +227,8 @@ class _SparkStart:
         import threading
 
         from analysis.exceptions import AnalysisError
-        from analysis.session import check_start, remote_url, running_on, start
+        from analysis.preflight import check_start, remote_url
+        from analysis.session import running_on, start
 
         self.running: Any = running_on(spark) if spark is not None else None
         self.own = spark is None
@@ -270,10 +271,11 @@ class _SparkStart:
 
 def _analyze(dataset_dir: str, findings: Any, spark: Any) -> dict[str, list[dict]]:
     """Every analysis table of the dataset, findings included, as the JSON-ready results object."""
-    from analysis import runner
+    from analysis import output, schedule
     from analysis.exceptions import AnalysisError
+    from analysis.jobs import JOBS
 
     try:
-        return runner.as_json(runner.analyze(spark, runner.Request([dataset_dir], findings=findings), runner.JOBS))
+        return output.as_json(schedule.analyze(spark, schedule.Request([dataset_dir], findings=findings), JOBS))
     except AnalysisError as exc:
         raise KdissectError(str(exc)) from None

@@ -6,8 +6,8 @@ response fields the tables keep only as JSON (Fetch's ``max_wait_ms``, group ids
 generations), the decoded bodies. So the figures follow the dataset's own columns, and
 the same fold runs over rows read back from Parquet (``kdissect decode --metrics-out``).
 
-Rules shared with the analysis (``analysis/latency.py``, ``analysis/lag.py``,
-``analysis/throughput.py``, ``analysis/groups.py``), here in streaming form:
+Rules shared with the analysis (``analysis/jobs/latency.py``, ``analysis/jobs/lag.py``,
+``analysis/jobs/throughput.py``, ``analysis/jobs/groups.py``), here in streaming form:
 
 * latency leaves out acks=0 Produce (no response) and idle Fetch long-polls: no records in
   the response and a wait of at least 0.9 of the request's ``max_wait_ms``;
@@ -403,7 +403,7 @@ class MetricsFold:
     # -- exporters' threads --------------------------------------------------------------------
 
     def lag(self) -> dict[tuple, int]:
-        """(group, topic, partition) -> lag, as ``analysis.lag.consumer_lag`` computes it for groups."""
+        """(group, topic, partition) -> lag, as ``analysis.derived.consumer_lag`` computes it for groups."""
         groups = {c: tuple(g) for c, g in list(self.client_groups.items())}
         position: dict[tuple, tuple[int, int]] = {}
         for (client, t, p), (off, ts) in list(self.positions.items()):

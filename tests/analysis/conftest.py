@@ -59,6 +59,13 @@ def embedded():
         running.stop()
 
 
+@pytest.fixture(scope="session")
+def sample_datasets(tmp_path_factory):
+    """Every bundled sample decoded once for the test run (:mod:`tests.analysis.samples`): its dataset by name."""
+    from tests.analysis.samples import decode_all
+    return decode_all(tmp_path_factory.mktemp("samples"))
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _free_jvm_objects():
     """Each module's py4j objects (which sit in reference cycles) released at its end, with the JVM plans

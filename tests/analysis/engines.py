@@ -53,7 +53,7 @@ def _unmatched(a: list[dict], b: list[dict]) -> tuple[list[dict], list[dict]]:
 
 
 def differences(a: dict[str, list[dict]], b: dict[str, list[dict]], limit: int = 3) -> dict[str, str]:
-    """Per table that differs between two JSON results (``runner.as_json``), what differs: tables only one
+    """Per table that differs between two JSON results (``output.as_json``), what differs: tables only one
     has, or up to ``limit`` rows only one side has."""
     out = {}
     for name in sorted(set(a) | set(b)):

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import kdissect
-from analysis import errors, jvm, runner
+from analysis import jvm, output, runner
+from analysis.jobs import errors
 from tests.analysis.test_session import LOGGED
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,7 +47,7 @@ def test_spark_submit_of_a_job_module_writes_what_the_job_computes(spark, datase
     if not submit.exists():
         submit = Path(shutil.which("spark-submit") or "spark-submit")
     out = tmp_path / "submitted"
-    p = subprocess.run([str(submit), "--master", "local[1]", str(REPO / "analysis" / "errors.py"), str(dataset),
+    p = subprocess.run([str(submit), "--master", "local[1]", str(REPO / "analysis" / "jobs" / "errors.py"), str(dataset),
                         "--out", str(out), "--format", "csv"],
                        capture_output=True, text=True, timeout=600, env=_env(), cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -63,7 +64,7 @@ def test_spark_submit_of_a_job_module_writes_what_the_job_computes(spark, datase
 
 def test_progress_line_only_on_a_terminal(dataset: Path, tmp_path: Path) -> None:
     # Not a terminal: nothing written by the indicator.
-    quiet = runner.Progress(io.StringIO(), "analyze")
+    quiet = output.Progress(io.StringIO(), "analyze")
     quiet(1, 3, "errors")
     quiet.clear()
     assert not quiet.enabled and quiet.stream.getvalue() == ""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import runner
+from analysis import jobs, output, schedule
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +68,7 @@ def dataset(tmp_path_factory) -> Path:
 
 
 def local_results(spark, dataset: Path) -> dict:
-    return runner.as_json(runner.analyze(spark, runner.Request([str(dataset)]), runner.JOBS))
+    return output.as_json(schedule.analyze(spark, schedule.Request([str(dataset)]), jobs.JOBS))
 
 
 def test_every_table_on_a_connect_server_equals_the_local_one(spark, server, env, dataset, tmp_path):
@@ -104,7 +104,7 @@ def test_a_kdissect_server_frees_checkpoints_so_analyses_on_it_keep_checkpoints(
     remote = session.start("kdissect-test-checkpoints", remote=server)
     try:
         assert session.frees_checkpoints(remote.session) and remote.keeps_checkpoints() and not remote.owned
-        ds, _ = runner.prepare(remote.session, runner.Request([str(dataset)]), checkpoints=remote.keeps_checkpoints())
+        ds, _ = schedule.prepare(remote.session, schedule.Request([str(dataset)]), checkpoints=remote.keeps_checkpoints())
         try:
             assert ds.checkpoint == "MEMORY_AND_DISK_DESER" and ds.kept
             assert ds.exchanges.count() == ds.kept[0][0].count() > 0

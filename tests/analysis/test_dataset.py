@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from analysis import dataset, runner, session
+from analysis import dataset, output, preflight, runner
 from analysis.exceptions import DatasetError
 from tests.analysis.conftest import at
 
@@ -85,19 +85,19 @@ def test_a_file_that_is_not_parquet_is_one_line(decoded, tmp_path):
 
 
 def test_java_missing_or_too_old_is_one_line(tmp_path, monkeypatch):
-    assert session.java_major('openjdk version "17.0.15" 2025-04-15') == 17
-    assert session.java_major('java version "1.8.0_392"') == 8
+    assert preflight.java_major('openjdk version "17.0.15" 2025-04-15') == 17
+    assert preflight.java_major('java version "1.8.0_392"') == 8
     old = tmp_path / "jdk8" / "bin"
     old.mkdir(parents=True)
     (old / "java").write_text('#!/bin/sh\necho \'java version "1.8.0_392"\' >&2\n')
     (old / "java").chmod(0o755)
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk8"))
     with pytest.raises(Exception, match="Spark needs Java 17 or newer, found Java 8"):
-        session.check_java()
+        preflight.check_java()
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "none"))
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(Exception, match="none was found: install a Java runtime"):
-        session.check_java()
+        preflight.check_java()
 
 
 def test_module_entry_rejects_an_unknown_job_without_starting_spark():
@@ -109,7 +109,7 @@ def test_module_entry_rejects_an_unknown_job_without_starting_spark():
 def test_format_table_aligns_cuts_and_marks_nulls():
     table = pa.table({"api_name": ["Produce", "Fetch"], "count": [2, 10], "p99_ms": [3.14159, None],
                       "ts": pa.array([at(0.5), None], pa.timestamp("us", tz="UTC"))})
-    assert runner.format_table(table, limit=1).splitlines() == [
+    assert output.format_table(table, limit=1).splitlines() == [
         "api_name  count  p99_ms  ts",
         "--------  -----  ------  -----------------------",
         "Produce       2    3.14  2024-05-01 12:00:00.500",
@@ -120,7 +120,7 @@ def test_format_table_aligns_cuts_and_marks_nulls():
 def test_json_rows_are_plain_values_with_iso_utc_times():
     table = pa.table({"ts": pa.array([at(1.25)], pa.timestamp("us", tz="UTC")), "xs": [["a", "b"]],
                       "v": [float("nan")]})
-    assert runner.rows(table) == [{"ts": "2024-05-01T12:00:01.250000Z", "xs": ["a", "b"], "v": None}]
+    assert output.rows(table) == [{"ts": "2024-05-01T12:00:01.250000Z", "xs": ["a", "b"], "v": None}]
 
 
 @pytest.mark.slow
@@ -162,7 +162,7 @@ def test_a_spark_query_failing_is_one_line_not_a_traceback(decoded):
 
 @pytest.mark.slow
 def test_python_m_analysis_job_prints_and_writes_csv(spark, decoded, tmp_path):
-    from analysis import errors
+    from analysis.jobs import errors
     printed = io.StringIO()
     assert runner.run_job("errors", errors.tables, [str(decoded), "--out", str(tmp_path / "o"), "--format", "csv"],
                           printed, spark) == 0

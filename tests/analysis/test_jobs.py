@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import findings, runner
+from analysis import findings, jobs, schedule
 
 pytestmark = pytest.mark.slow
 
@@ -39,8 +39,8 @@ def bound(queries: int) -> int:
 
 
 def test_a_samples_analysis_stays_under_its_job_bound(spark, dataset):
-    stats = runner.Stats()
-    results = runner.analyze(spark, runner.Request([str(dataset)]), runner.JOBS, stats=stats)
+    stats = schedule.Stats()
+    results = schedule.analyze(spark, schedule.Request([str(dataset)]), jobs.JOBS, stats=stats)
     assert results["summary"].num_rows == 1 and results["latency_by_api"].num_rows > 0
     # Every table is a query, except the findings: one query per rule.
     queries = len(results) - 1 + len(findings.RULES)
@@ -54,7 +54,7 @@ def test_an_analysis_leaves_no_jvm_object_to_the_cycle_collector(spark, dataset)
     with each broadcast join's hash table (a whole memory page each, 64 MB in this session), and the
     next analyses in the same JVM ran out of heap."""
     from py4j.java_gateway import JavaObject
-    runner.analyze(spark, runner.Request([str(dataset)]), runner.JOBS)
+    schedule.analyze(spark, schedule.Request([str(dataset)]), jobs.JOBS)
     gc.set_debug(gc.DEBUG_SAVEALL)
     try:
         gc.collect()

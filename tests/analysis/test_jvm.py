@@ -32,11 +32,11 @@ def test_a_servers_heap_is_a_quarter_of_the_machine_within_bounds() -> None:
 
 
 def test_a_server_maps_the_class_archive_an_analysis_wrote_and_never_writes_one(tmp_path, monkeypatch) -> None:
-    from analysis import connect_server, session
+    from analysis import connect_server, preflight
     monkeypatch.setenv("KDISSECT_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv(jvm.CDS_ENV, raising=False)
     assert connect_server._class_archive() == []          # none written yet: the server does not write it
-    java = session.java_command() or "java"
+    java = preflight.java_command() or "java"
     archive = jvm.ClassArchive(java, jvm.java_version(java))
     archive.path.write_bytes(b"archive")
     assert archive.ready() and connect_server._class_archive()[0] == f"-XX:SharedArchiveFile={archive.path}"

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 # server whose pid is given) once three tables are in, and prints how the analysis ended.
 SCRIPT = """
 import os, signal, sys, time
-from analysis import runner, session
+from analysis import jobs, schedule, session
 from analysis.exceptions import AnalysisError
 dataset, remote, server_pid = sys.argv[1], sys.argv[2] or None, int(sys.argv[3])
 running = session.start("kdissect-test", "local[2]" if not remote else None, {}, remote, 100_000)
@@ -35,7 +35,7 @@ def progress(done, total, name):
         os.kill(victim, signal.SIGTERM)
 t0 = time.monotonic()
 try:
-    runner.analyze(running, runner.Request(datasets=[dataset]), runner.JOBS, progress)
+    schedule.analyze(running, schedule.Request(datasets=[dataset]), jobs.JOBS, progress)
     print("finished")
 except AnalysisError as exc:
     print(f"{type(exc).__name__}: {exc}")

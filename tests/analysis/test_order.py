@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import runner
+from analysis import jobs, output, schedule
 
 pytestmark = pytest.mark.slow
 
@@ -34,10 +34,10 @@ def test_every_table_is_row_for_row_the_same_whatever_the_partitions_and_joins(s
     before = {key: spark.conf.get(key) for key in large}
     assert before["spark.sql.autoBroadcastJoinThreshold"] == "-1"
     try:
-        one = runner.as_json(runner.analyze(spark, runner.Request([str(dataset)]), runner.JOBS))
+        one = output.as_json(schedule.analyze(spark, schedule.Request([str(dataset)]), jobs.JOBS))
         for key, value in large.items():
             spark.conf.set(key, value)
-        three = runner.as_json(runner.analyze(spark, runner.Request([str(dataset)], conf=large), runner.JOBS))
+        three = output.as_json(schedule.analyze(spark, schedule.Request([str(dataset)], conf=large), jobs.JOBS))
     finally:
         for key, value in before.items():
             spark.conf.set(key, value)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import kdissect
-from analysis import html_report, runner
+from analysis import html_report, output, schedule
 
 from .browser import chromium_binary, open_pages
 from .report_dom import OVER_TIME, PROBE, layout_problems, time_series_problems
@@ -32,7 +32,7 @@ def computed(spark, dataset: Path, jobs) -> dict:  # type: ignore[no-untyped-def
     """``kdissect analyze``'s tables of ``jobs`` over ``dataset`` (collected), on the test run's Spark session."""
     # What earlier tests left cached on the shared session is not this analysis' to carry.
     spark.catalog.clearCache()
-    return runner.analyze(spark, runner.Request([str(dataset)]), jobs)
+    return schedule.analyze(spark, schedule.Request([str(dataset)]), jobs)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def sample_reports(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     for pcap in PCAPS:
         kdissect.write_dataset([pcap], out / pcap.stem)
         tables = computed(spark, out / pcap.stem, ("latency", "errors", "throughput"))
-        results[pcap.name] = {name: runner.rows(tables[name]) for name in OVER_TIME}
+        results[pcap.name] = {name: output.rows(tables[name]) for name in OVER_TIME}
         pages.append(out / f"{pcap.stem}.html")
         html_report.write(pages[-1], results[pcap.name])
     seen = dict(zip((p.name for p in PCAPS), open_pages(pages, probe=PROBE)))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from analysis import dataset, runner, session
+from analysis import dataset, jobs, schedule, session
 from analysis.exceptions import SparkFailed, SparkUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,10 +58,10 @@ def test_a_query_it_cannot_run_names_the_table_and_jvm_spark(embedded, decoded, 
     def tables(ds, opts):
         # try_divide of doubles: a function Sail 0.7 does not implement.
         return {"ratios": ds.exchanges.select(F.try_divide(F.col("latency_ms"), F.col("latency_ms")).alias("r"))}
-    monkeypatch.setattr(runner, "job_tables", lambda name: tables)
+    monkeypatch.setattr(schedule, "tables_of", lambda name: tables)
     with pytest.raises(SparkFailed, match=r"^the embedded engine failed during the analysis \(table ratios\): .+"
                                           r"\(run it on JVM Spark with --engine spark\)$"):
-        runner.analyze(embedded, runner.Request([str(decoded)]), ["latency"])
+        schedule.analyze(embedded, schedule.Request([str(decoded)]), ["latency"])
 
 
 def test_the_engine_going_away_mid_analysis_is_one_line(embedded, decoded):
@@ -72,4 +72,4 @@ def test_the_engine_going_away_mid_analysis_is_one_line(embedded, decoded):
             stopped.set()
             embedded.embedded.stop()
     with pytest.raises(SparkUnavailable, match="the embedded engine stopped answering during the analysis"):
-        runner.analyze(embedded, runner.Request([str(decoded)]), runner.JOBS, progress)
+        schedule.analyze(embedded, schedule.Request([str(decoded)]), jobs.JOBS, progress)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import frames, runner
+from analysis import frames, jobs, schedule
 from analysis.options import Options, Present
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "findings" / "findings-tiny-batches.pcap"  # Produce only
@@ -16,24 +16,24 @@ SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "findings" / "finding
 def test_needs_any_of_and_all_of_the_apis() -> None:
     produce_only = Options(present=Present(apis=frozenset({"Produce"}), api_keys=frozenset({frames.PRODUCE})))
     df = object()
-    assert runner.needs(produce_only, df, frames.PRODUCE, frames.FETCH) is df
-    assert isinstance(runner.needs(produce_only, df, frames.FETCH), runner.Empty)
-    assert isinstance(runner.needs(produce_only, df, all_of=(frames.PRODUCE, frames.FETCH)), runner.Empty)
-    assert runner.needs(Options(), df, frames.FETCH) is df          # nothing known: every query runs
-    assert isinstance(runner.needs(Options(present=Present(records=False)), df, records=True), runner.Empty)
-    assert runner.needs(produce_only, df, records=True) is df       # records may be there
+    assert jobs.needs(produce_only, df, frames.PRODUCE, frames.FETCH) is df
+    assert isinstance(jobs.needs(produce_only, df, frames.FETCH), jobs.Empty)
+    assert isinstance(jobs.needs(produce_only, df, all_of=(frames.PRODUCE, frames.FETCH)), jobs.Empty)
+    assert jobs.needs(Options(), df, frames.FETCH) is df          # nothing known: every query runs
+    assert isinstance(jobs.needs(Options(present=Present(records=False)), df, records=True), jobs.Empty)
+    assert jobs.needs(produce_only, df, records=True) is df       # records may be there
 
 
 @pytest.mark.slow
 def test_a_producer_captures_analysis_is_the_same_with_the_empty_tables_skipped(spark, tmp_path, monkeypatch):
     import kdissect
     kdissect.write_dataset([str(SAMPLE)], tmp_path / "ds")
-    request = runner.Request([str(tmp_path / "ds")])
-    skipped, every = runner.Stats(), runner.Stats()
-    fast = runner.analyze(spark, request, runner.JOBS, stats=skipped)
-    known = runner.inventory
-    monkeypatch.setattr(runner, "inventory", lambda ds: (None, *known(ds)[1:]))
-    slow = runner.analyze(spark, request, runner.JOBS, stats=every)
+    request = schedule.Request([str(tmp_path / "ds")])
+    skipped, every = schedule.Stats(), schedule.Stats()
+    fast = schedule.analyze(spark, request, jobs.JOBS, stats=skipped)
+    known = schedule.inventory
+    monkeypatch.setattr(schedule, "inventory", lambda ds: (None, *known(ds)[1:]))
+    slow = schedule.analyze(spark, request, jobs.JOBS, stats=every)
     assert fast.keys() == slow.keys()
     assert [name for name in slow if not fast[name].equals(slow[name])] == []
     assert fast["throughput_by_topic"].num_rows > 0 and fast["rebalances"].num_rows == 0

@@ -37,7 +37,8 @@ def part(e: dict, direction: str, *, topic: str = "t", partition: int = 0, **col
     """A partitions row belonging to exchange ``e``."""
     ts = e["request_ts"] if direction == "request" else e["response_ts"]
     return {"capture": e["capture"], "connection": e["connection"], "correlation_id": e["correlation_id"],
-            "api_name": e["api_name"], "api_version": e["api_version"], "direction": direction, "ts": ts,
+            "api_key": e["api_key"], "api_name": e["api_name"], "api_version": e["api_version"], "direction": direction,
+            "ts": ts,
             "topic": topic, "partition": partition, "client_id": e["client_id"], **cols}
 
 

@@ -16,7 +16,7 @@ def _commits(group: str, client: str, n: int, step: int, span: float, topic: str
     for i in range(n):
         e = ex("OffsetCommit", i * span / max(n - 1, 1), client=client, request={"group_id": group})
         rows.append(e)
-        parts.append(part(e, "request", topic=topic, base_offset=i * step))
+        parts.append(part(e, "request", topic=topic, offset=i * step))
     return rows, parts
 
 
@@ -56,12 +56,44 @@ def test_lag_growing(spark):
         for i in range(10):
             e = ex("Fetch", i, client=client, conn=client)
             rows.append(e)
-            parts += [part(e, "request", topic=client, base_offset=0),
+            parts += [part(e, "request", topic=client, offset=0),
                       part(e, "response", topic=client, high_watermark=round(growth * i / 9))]
     found = run(spark, "consumer.lag_growing", rows, parts)
     assert subjects(found) == {"behind-0": "warning"}
     ev = json.loads(found[0].evidence)
     assert (ev["first_lag"], ev["last_lag"]) == (0, 1000)
+    # The lag it quotes is the consumer_lag table's: a client without a group, from its fetch position.
+    assert (ev.get("group_id"), ev["lag"], ev["lag_from"]) == (None, 1000, "fetch_position")
+
+
+def test_the_lag_a_group_members_finding_quotes_is_its_groups_consumer_lag(spark):
+    from analysis import derived
+    from tests.analysis.conftest import table
+
+    rows = [ex("JoinGroup", 0, client="slow", conn="slow", request={"group_id": "g"})]
+    parts = []
+    for i in range(10):
+        e = ex("Fetch", 1 + i, client="slow", conn="slow")
+        rows.append(e)
+        parts += [part(e, "request", topic="t", offset=100 * i),
+                  part(e, "response", topic="t", high_watermark=300 * i)]
+    commit = ex("OffsetCommit", 12, client="slow", conn="slow", request={"group_id": "g"})
+    rows.append(commit)
+    parts += [part(commit, "request", topic="t", offset=700), part(commit, "response", topic="t", error_code=0)]
+    found = run(spark, "consumer.lag_growing", rows, parts)
+    ev = json.loads(found[0].evidence)
+    table_row = derived.consumer_lag(table(spark, "exchanges", rows), table(spark, "partitions", parts)).first()
+    assert (ev["group_id"], ev["lag"], ev["lag_from"]) == ("g", table_row.lag, table_row.lag_from) \
+        == ("g", 2700 - 700, "committed")
+
+
+def test_a_followers_fetches_are_not_consumer_lag(spark):
+    rows, parts = [], []
+    for i in range(10):
+        e = ex("Fetch", i, client="broker-2", conn="replica", request={"replica_id": 2})
+        rows.append(e)
+        parts += [part(e, "request", topic="t", offset=0), part(e, "response", topic="t", high_watermark=1000 * i)]
+    assert run(spark, "consumer.lag_growing", rows, parts) == []
 
 
 def test_lag_samples_at_one_instant_have_no_slope(spark):
@@ -69,5 +101,5 @@ def test_lag_samples_at_one_instant_have_no_slope(spark):
     for i in range(10):  # ten fetches answered at the same instant: no time span, no division by zero
         e = ex("Fetch", 0, client="burst", conn=f"b{i}")
         rows.append(e)
-        parts += [part(e, "request", topic="t", base_offset=0), part(e, "response", topic="t", high_watermark=5000)]
+        parts += [part(e, "request", topic="t", offset=0), part(e, "response", topic="t", high_watermark=5000)]
     assert run(spark, "consumer.lag_growing", rows, parts) == []

@@ -26,12 +26,13 @@ def both(spark, tmp_path_factory) -> tuple[MetricsFold, object]:  # noqa: F811
 def test_latency_histogram_counts_what_the_latency_tables_count(both) -> None:
     from pyspark.sql import functions as F
 
-    from analysis import frames, latency
+    from analysis import derived
+    from analysis.jobs import latency
     fold, ds = both
     rows = latency.classified(ds.exchanges, ds.partitions)
     busy = latency.timed(rows)
     got = {(r["api"], r["broker"]): (r["n"], r["s"]) for r in busy.groupBy(
-        F.coalesce("api_name", F.lit("unknown")).alias("api"), frames.broker().alias("broker"))
+        F.coalesce("api_name", F.lit("unknown")).alias("api"), derived.broker().alias("broker"))
         .agg(F.count(F.lit(1)).alias("n"), (F.sum("latency_ms") / 1000).alias("s")).collect()}
     mine = {k: (sum(h[:-1]), h[-1]) for k, h in fold.durations.items()}
     assert mine.keys() == got.keys()
@@ -41,10 +42,10 @@ def test_latency_histogram_counts_what_the_latency_tables_count(both) -> None:
 
 
 def test_consumer_lag_equals_the_consumer_lag_table(both) -> None:
-    from analysis import lag
+    from analysis import derived
     fold, ds = both
     table = {(r["group_id"], r["topic"], r["partition"]): r["lag"]
-             for r in lag.consumer_lag(ds.exchanges, ds.partitions).collect()
+             for r in derived.consumer_lag(ds.exchanges, ds.partitions).collect()
              if r["group_id"] is not None and r["lag"] is not None}
     assert table and fold.lag() == table
 
@@ -52,7 +53,7 @@ def test_consumer_lag_equals_the_consumer_lag_table(both) -> None:
 def test_throughput_equals_the_throughput_flows(both) -> None:
     from pyspark.sql import functions as F
 
-    from analysis import throughput
+    from analysis.jobs import throughput
     fold, ds = both
     flows = throughput.flows(ds.exchanges, ds.partitions)
     sums = {(r["topic"] or "", r["client_id"] or ""): r for r in flows.groupBy("topic", "client_id").agg(
@@ -66,7 +67,7 @@ def test_throughput_equals_the_throughput_flows(both) -> None:
 
 
 def test_rebalances_equal_the_rebalances_table(both) -> None:
-    from analysis import groups
+    from analysis.jobs import groups
     fold, ds = both
     counts: dict[tuple, int] = {}
     for r in groups.rebalances(ds.exchanges).collect():

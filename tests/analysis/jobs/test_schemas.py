@@ -10,11 +10,11 @@ import pytest
 import kdissect
 from analysis import dataset
 from analysis.findings import Inputs, findings
-from analysis.schemas import SCHEMAS_BY_TOPIC, schemas_by_topic
+from analysis.jobs.schemas import SCHEMAS_BY_TOPIC, schemas_by_topic
 
 pytestmark = pytest.mark.slow
 
-SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "payloads"
+SAMPLES = Path(__file__).resolve().parents[3] / "samples" / "payloads"
 
 
 def pcap(name: str) -> Path:

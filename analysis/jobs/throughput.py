@@ -15,7 +15,7 @@ Tables: ``throughput_by_topic``, ``throughput_over_time``, ``top_clients``.
 Usage::
 
     python -m analysis throughput DATASET... [--master local[*]] [--window '1 second'] [--out DIR]
-    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/throughput.py DATASET [--window '1 second']
+    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/jobs/throughput.py DATASET [--window '1 second']
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from analysis import frames, runner
+from analysis import derived, frames, runner
 from analysis.dataset import Dataset
 from analysis.options import Options
 
@@ -37,10 +37,10 @@ FLOWS = ["topic", "partition", "ts", "client_id", "produced_records", "produced_
 
 def produced(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
     """Produce request partition entries the broker accepted (or acks=0), with records, bytes and client id."""
-    req = (partitions.where((F.col("api_key") == frames.PRODUCE) & (F.col("direction") == "request"))
+    req = (partitions.where(derived.api(frames.PRODUCE) & (F.col("direction") == "request"))
            .select(*frames.KEYS, frames.topic().alias("topic"), "partition", "ts", "record_count", "bytes",
                    "client_id"))
-    resp = (partitions.where((F.col("api_key") == frames.PRODUCE) & (F.col("direction") == "response"))
+    resp = (partitions.where(derived.api(frames.PRODUCE) & (F.col("direction") == "response"))
             .select(*frames.KEYS, frames.topic().alias("topic"), "partition", F.col("error_code").alias("answer")))
     # The responses on the join's build side (DataFusion builds on the left one): a Produce response entry
     # holds the keys and its error code, a request entry its records, bytes, time and client id too.
@@ -64,7 +64,7 @@ def flows(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
         F.coalesce("record_count", zero).alias("produced_records"), F.coalesce("bytes", zero).alias("produced_bytes"),
         F.when(F.col("acks0"), F.coalesce("record_count", zero)).otherwise(zero).alias("acks0_records"),
         zero.alias("fetched_records"), zero.alias("fetched_bytes"), *frames.KEYS)
-    fetch = (partitions.where((F.col("api_key") == frames.FETCH) & (F.col("direction") == "response"))
+    fetch = (partitions.where(derived.api(frames.FETCH) & (F.col("direction") == "response"))
              .select(frames.topic().alias("topic"), "partition", "ts", "client_id",
                      zero.alias("produced_records"), zero.alias("produced_bytes"), zero.alias("acks0_records"),
                      F.coalesce("record_count", zero).alias("fetched_records"),

@@ -4,29 +4,22 @@ Read from the ``request``/``response`` JSON of JoinGroup, SyncGroup,
 Heartbeat, LeaveGroup and OffsetCommit (classic protocol) and
 ConsumerGroupHeartbeat (KIP-848).
 
-A **rebalance** (classic) is one generation of a group: it starts at the first
-JoinGroup request of the group after the previous generation completed (the
-MEMBER_ID_REQUIRED round trip and retried joins included) and ends at the last
-SyncGroup response of that generation (without a SyncGroup in the capture: the
-last successful JoinGroup response). Members are the member ids whose JoinGroup
-succeeded into the generation. ``reason`` is the first JoinGroup ``reason``
-(v8+), else the first LeaveGroup member reason (v5+) seen since the previous
-generation; ``errors`` are the error names the group's requests met between the
-previous generation's end and this one's (REBALANCE_IN_PROGRESS,
-UNKNOWN_MEMBER_ID, ...). ``members_joined``/``members_left`` compare client ids
-with the previous generation: a member killed without LeaveGroup shows as left
-after its session timed out.
-
-KIP-848 groups have no JoinGroup: each member epoch the coordinator hands out
-in ConsumerGroupHeartbeat responses is a row, from the first heartbeat request
-that got that epoch to the response that delivered its assignment.
+A **rebalance** is one generation of a group, classic or KIP-848, as
+:func:`analysis.derived.generations` defines it (the findings' group rules read the
+same rows). ``reason`` is the first JoinGroup ``reason`` (v8+), else the first
+LeaveGroup member reason (v5+) seen since the previous generation; ``errors`` are
+the error names the group's requests met between the previous generation's end
+and this one's (REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ...).
+``members_joined``/``members_left`` compare client ids with the previous
+generation: a member killed without LeaveGroup shows as left after its session
+timed out.
 
 Tables: ``rebalances``, ``group_members``, ``offset_commits``.
 
 Usage::
 
     python -m analysis groups DATASET... [--master local[*]] [--out DIR]
-    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/groups.py DATASET [--out DIR]
+    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/jobs/groups.py DATASET [--out DIR]
 """
 
 from __future__ import annotations
@@ -37,86 +30,20 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis import facts, frames, runner
+from analysis import derived, facts, frames, runner
 from analysis.dataset import Dataset
+from analysis.jobs import needs
 from analysis.options import Options
-
-GROUP_APIS = (frames.OFFSET_COMMIT, frames.JOIN_GROUP, frames.HEARTBEAT, frames.LEAVE_GROUP, frames.SYNC_GROUP,
-              frames.TXN_OFFSET_COMMIT, frames.CONSUMER_GROUP_HEARTBEAT)
 
 REBALANCE = ["group_id", "generation_id", "protocol", "members", "member_client_ids", "start_ts", "end_ts",
              "duration_ms", "reason", "errors", "members_joined", "members_left"]
 
 
-def group_exchanges(exchanges: DataFrame) -> DataFrame:
-    """Exchanges of the group apis (as facts), with ``group_id`` from the request."""
-    return (facts.typed(exchanges).where(F.col("api_key").isin(*GROUP_APIS))
-            .withColumn("group_id", F.col("req_group_id")))
-
-
-def joins(exchanges: DataFrame) -> DataFrame:
-    """JoinGroup exchanges with their outcome; ``generation_id`` only where the join succeeded."""
-    ok = F.col("error_code") == 0
-    return (facts.typed(exchanges).where(F.col("api_key") == frames.JOIN_GROUP)
-            .select(F.col("req_group_id").alias("group_id"),
-                    "client_id", "request_ts", "response_ts", "error_name",
-                    F.when(ok, F.col("resp_generation_id")).alias("generation_id"),
-                    F.when(ok, F.col("resp_member_id")).alias("member_id"),
-                    F.when(ok, F.col("resp_protocol_name")).alias("protocol"),
-                    F.col("req_protocol_type").alias("protocol_type"),
-                    F.col("req_reason").alias("reason")))
-
-
-def _first_reason(column: str) -> Column:
-    return F.min_by(F.col(column), F.when(F.col(column).isNotNull(), F.col("request_ts")))
-
-
-def classic_generations(exchanges: DataFrame) -> DataFrame:
-    """One row per (group, generation) from JoinGroup and SyncGroup, before errors and reasons are attached."""
-    exchanges = facts.typed(exchanges)
-    j = joins(exchanges).where(F.col("request_ts").isNotNull())
-    # A join without a generation (MEMBER_ID_REQUIRED, retried) belongs to the next generation the group forms.
-    ahead = Window.partitionBy("group_id").orderBy("request_ts").rowsBetween(0, Window.unboundedFollowing)
-    j = j.withColumn("gen", F.first("generation_id", ignorenulls=True).over(ahead)).where(F.col("gen").isNotNull())
-    ok = F.col("generation_id").isNotNull()
-    gens = (j.groupBy("group_id", F.col("gen").alias("generation_id"))
-            .agg(F.min("request_ts").alias("start_ts"),
-                 F.max(F.when(ok, F.col("response_ts"))).alias("join_end"),
-                 F.max(F.when(ok, F.concat_ws(" ", "protocol_type", "protocol"))).alias("protocol"),
-                 F.countDistinct(F.when(ok, F.col("member_id"))).alias("members"),
-                 F.array_sort(F.collect_set(F.when(ok, F.col("client_id")))).alias("member_client_ids"),
-                 _first_reason("reason").alias("join_reason")))
-    syncs = (exchanges.where((F.col("api_key") == frames.SYNC_GROUP) & F.col("response_ts").isNotNull())
-             .groupBy(F.col("req_group_id").alias("group_id"), F.col("req_generation_id").alias("generation_id"))
-             .agg(F.max("response_ts").alias("sync_end")))
-    return (gens.join(syncs, ["group_id", "generation_id"], "left")
-            .withColumn("end_ts", F.coalesce("sync_end", "join_end")).drop("sync_end", "join_end"))
-
-
-def kip848_generations(exchanges: DataFrame) -> DataFrame:
-    """One row per (group, member epoch) handed out by ConsumerGroupHeartbeat responses."""
-    hb = (facts.typed(exchanges).where((F.col("api_key") == frames.CONSUMER_GROUP_HEARTBEAT) & (F.col("error_code") == 0))
-          .select(F.col("req_group_id").alias("group_id"), "client_id", "request_ts", "response_ts",
-                  F.col("resp_member_epoch").alias("generation_id"),
-                  F.col("resp_member_id").alias("member_id"),
-                  F.col("resp_assignment").alias("assignment")))
-    delivered = F.when(F.col("assignment").isNotNull(), F.col("response_ts"))
-    return (hb.where(F.col("generation_id") > 0)
-            .groupBy("group_id", "generation_id")
-            .agg(F.min("request_ts").alias("start_ts"),
-                 F.coalesce(F.min(delivered), F.min("response_ts")).alias("end_ts"),
-                 F.lit("consumer (KIP-848)").alias("protocol"),
-                 F.countDistinct("member_id").alias("members"),
-                 F.array_sort(F.collect_set("client_id")).alias("member_client_ids"),
-                 F.lit(None).cast("string").alias("join_reason")))
-
-
 def generation_spans(gx: DataFrame) -> DataFrame:
-    """Every generation (classic and KIP-848) of :func:`group_exchanges` ``gx``, with the end and the
-    member client ids of the group's generation before it."""
-    cols = ["group_id", "generation_id", "start_ts", "end_ts", "protocol", "members", "member_client_ids",
-            "join_reason"]
-    gens = classic_generations(gx).select(*cols).unionByName(kip848_generations(gx).select(*cols))
+    """Every generation (:func:`analysis.derived.generations`) of the group exchanges ``gx``
+    (:func:`analysis.derived.group_exchanges`), with the end and the member client ids of the group's
+    generation before it."""
+    gens = derived.generations(gx)
     order = Window.partitionBy("group_id").orderBy("start_ts", "generation_id")
     return (gens.withColumn("prev_end", F.lag("end_ts").over(order))
             .withColumn("prev_clients", F.lag("member_client_ids").over(order)))
@@ -125,13 +52,14 @@ def generation_spans(gx: DataFrame) -> DataFrame:
 def rebalances(exchanges: DataFrame, gx: DataFrame | None = None, gens: DataFrame | None = None) -> DataFrame:
     """The rebalance timeline: one row per group generation, with reason, errors and membership change.
 
-    ``gx`` (:func:`group_exchanges`) and ``gens`` (:func:`generation_spans`) are derived unless given:
+    ``gx`` (:func:`analysis.derived.group_exchanges`) and ``gens`` (:func:`generation_spans`) are derived
+    unless given:
     :func:`tables` keeps them, as the query reads the generations three times."""
-    gx = group_exchanges(exchanges) if gx is None else gx
+    gx = derived.group_exchanges(exchanges) if gx is None else gx
     gens = generation_spans(gx) if gens is None else gens
     ts = F.coalesce("response_ts", "request_ts")
     errs = (gx.where(frames.failed()).select("group_id", ts.alias("ts"), "error_name"))
-    leaves = (gx.where(F.col("api_key") == frames.LEAVE_GROUP)
+    leaves = (gx.where(derived.api(frames.LEAVE_GROUP))
               .select("group_id", F.col("request_ts").alias("ts"),
                       F.coalesce(F.col("req_reason"), F.col("req_members")[0]["reason"]).alias("reason"))
               .where(F.col("reason").isNotNull()))
@@ -147,7 +75,7 @@ def rebalances(exchanges: DataFrame, gx: DataFrame | None = None, gens: DataFram
     return (gens.join(err_lists, ["group_id", "generation_id"], "left")
             .join(leave_reasons, ["group_id", "generation_id"], "left")
             .select("group_id", "generation_id", "protocol", "members", "member_client_ids", "start_ts", "end_ts",
-                    frames.millis_between("start_ts", "end_ts").alias("duration_ms"),
+                    "duration_ms",
                     F.coalesce("join_reason", "leave_reason").alias("reason"),
                     F.coalesce("errors", empty).alias("errors"),
                     F.when(F.col("prev_clients").isNull(), empty)
@@ -173,22 +101,21 @@ def topic_names(partitions: DataFrame) -> DataFrame:
 def group_members(exchanges: DataFrame, partitions: DataFrame | None = None, gx: DataFrame | None = None) -> DataFrame:
     """Per group, generation and member: its client id and, where the consumer protocol was decoded,
     the partitions its SyncGroup (or KIP-848 heartbeat) response assigned it (KIP-848 topic ids are
-    named from ``partitions`` when given; ``gx`` is :func:`group_exchanges`, derived unless given)."""
-    gx = group_exchanges(exchanges) if gx is None else gx
-    members = (joins(gx).where(F.col("generation_id").isNotNull())
+    named from ``partitions`` when given; ``gx`` is :func:`analysis.derived.group_exchanges`, derived
+    unless given)."""
+    gx = derived.group_exchanges(exchanges) if gx is None else gx
+    members = (derived.joins(gx).where(F.col("generation_id").isNotNull())
                .groupBy("group_id", "generation_id", "member_id").agg(F.max("client_id").alias("client_id")))
-    sync = (gx.where((F.col("api_key") == frames.SYNC_GROUP) & (F.col("error_code") == 0))
+    sync = (gx.where(derived.api(frames.SYNC_GROUP) & (F.col("error_code") == 0))
             .select("group_id", F.col("req_generation_id").alias("generation_id"),
                     F.col("req_member_id").alias("member_id"), "response_ts",
                     _partition_names(F.col("resp_assignment")["assigned_partitions"]).alias("assigned_partitions")))
     latest = (sync.groupBy("group_id", "generation_id", "member_id")
               .agg(F.max_by("assigned_partitions", "response_ts").alias("assigned_partitions")))
     classic = members.join(latest, ["group_id", "generation_id", "member_id"], "left")
-    hb = (gx.where((F.col("api_key") == frames.CONSUMER_GROUP_HEARTBEAT) & (F.col("error_code") == 0))
-          .select("group_id", F.col("resp_member_epoch").alias("generation_id"),
-                  F.col("resp_member_id").alias("member_id"), "client_id", "response_ts",
-                  F.col("resp_assignment")["topic_partitions"].alias("parts"))
-          .where(F.col("generation_id") > 0))
+    hb = (derived.kip848_heartbeats(gx)
+          .select("group_id", "generation_id", "member_id", "client_id", "response_ts",
+                  F.col("assignment")["topic_partitions"].alias("parts")))
     if partitions is not None:  # KIP-848 assignments name topics by id
         named = F.transform("parts", lambda t: t.withField(
             "topic", F.coalesce(t["topic"], F.col("topic_names")[t["topic_id"]])))
@@ -204,7 +131,7 @@ def group_members(exchanges: DataFrame, partitions: DataFrame | None = None, gx:
 
 def offset_commits(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
     """Every committed offset (OffsetCommit, TxnOffsetCommit) per group and partition, with the broker's answer."""
-    commit = F.col("api_key").isin(frames.OFFSET_COMMIT, frames.TXN_OFFSET_COMMIT)
+    commit = derived.api(frames.OFFSET_COMMIT, frames.TXN_OFFSET_COMMIT)
     req = (partitions.where(commit & (F.col("direction") == "request"))
            .select(*frames.KEYS, "api_name", frames.topic().alias("topic"), "partition",
                    F.col("offset").alias("committed_offset"), "ts"))
@@ -218,16 +145,16 @@ def offset_commits(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
 
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
-    gx = ds.keep(group_exchanges(ds.exchanges))
+    gx = ds.keep(derived.group_exchanges(ds.exchanges))
     gens = ds.keep(generation_spans(gx))
     commits = (frames.OFFSET_COMMIT, frames.TXN_OFFSET_COMMIT)
     return {
-        "rebalances": runner.needs(opts, frames.ordered(rebalances(ds.exchanges, gx, gens), "group_id", "start_ts",
-                                                        "generation_id"), *GROUP_APIS),
-        "group_members": runner.needs(opts, frames.ordered(group_members(ds.exchanges, ds.partitions, gx),
+        "rebalances": needs(opts, frames.ordered(rebalances(ds.exchanges, gx, gens), "group_id", "start_ts",
+                                                        "generation_id"), *derived.GROUP_APIS),
+        "group_members": needs(opts, frames.ordered(group_members(ds.exchanges, ds.partitions, gx),
                                                            "group_id", "generation_id", "client_id", "member_id"),
-                                      *GROUP_APIS),
-        "offset_commits": runner.needs(opts, frames.ordered(offset_commits(ds.exchanges, ds.partitions), "group_id",
+                                      *derived.GROUP_APIS),
+        "offset_commits": needs(opts, frames.ordered(offset_commits(ds.exchanges, ds.partitions), "group_id",
                                                             "topic", "partition", "ts", "client_id",
                                                             "committed_offset"), *commits),
     }

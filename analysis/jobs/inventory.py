@@ -14,7 +14,7 @@ Tables: ``summary`` (one row), ``clients``, ``api_versions``, ``anomalies_by_kin
 Usage::
 
     python -m analysis inventory DATASET... [--master local[*]] [--out DIR]
-    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/inventory.py DATASET [--out DIR]
+    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/jobs/inventory.py DATASET [--out DIR]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis import facts, frames, runner
+from analysis import derived, facts, frames, runner
 from analysis.dataset import Dataset
 from analysis.options import Options
 
@@ -50,7 +50,7 @@ def summary(exchanges: DataFrame, anomalies: DataFrame, rowless: int | None = No
     ex = exchanges.agg(
         F.min(ts).alias("first_ts"), F.max(ts).alias("last_ts"),
         F.countDistinct("client_id").alias("clients"),
-        F.countDistinct(frames.broker()).alias("brokers"),
+        F.countDistinct(derived.broker()).alias("brokers"),
         F.count(F.lit(1)).alias("exchanges"),
         F.sum(frames.failed().cast("long")).alias("errors"),
         F.sum(F.coalesce("request_bytes", F.lit(0)) + F.coalesce("response_bytes", F.lit(0))).alias("bytes"))
@@ -111,7 +111,7 @@ def client_software(exchanges: DataFrame) -> DataFrame:
     """(capture, connection, name, version) from ApiVersions v3+ requests."""
     name = F.col("req_client_software_name")
     version = F.col("req_client_software_version")
-    return (facts.typed(exchanges).where((F.col("api_key") == frames.API_VERSIONS) & name.isNotNull())
+    return (facts.typed(exchanges).where(derived.api(frames.API_VERSIONS) & name.isNotNull())
             .groupBy(*CONNECTION).agg(F.max(name).alias("client_software_name"),
                                       F.max(version).alias("client_software_version")))
 
@@ -139,7 +139,7 @@ def clients(exchanges: DataFrame) -> DataFrame:
 
 def broker_offers(exchanges: DataFrame) -> DataFrame:
     """(capture, connection, api_key, broker_max_version) from ApiVersions responses."""
-    return (facts.typed(exchanges).where((F.col("api_key") == frames.API_VERSIONS) & F.col("has_response"))
+    return (facts.typed(exchanges).where(derived.api(frames.API_VERSIONS) & F.col("has_response"))
             .select(*CONNECTION, F.explode("resp_api_keys").alias("k"))
             .groupBy(*CONNECTION, F.col("k.api_key").alias("api_key"))
             .agg(F.max("k.max_version").alias("broker_max_version")))

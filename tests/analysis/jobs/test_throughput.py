@@ -5,11 +5,12 @@ from pyspark.testing import assertDataFrameEqual
 
 from pathlib import Path
 
-from analysis import dataset, throughput
+from analysis import dataset
+from analysis.jobs import throughput
 from tests.analysis.conftest import at, exchange, part, table
 from tests.analysis.engines import connect_mode
 
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ Tables: ``latency_by_api``, ``latency_by_client``, ``latency_by_broker``,
 Usage::
 
     python -m analysis latency DATASET... [--master local[*]] [--window '1 second'] [--out DIR]
-    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/latency.py DATASET [--out DIR]
+    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/jobs/latency.py DATASET [--out DIR]
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from analysis import facts, frames, runner
+from analysis import derived, facts, frames, runner
 from analysis.dataset import Dataset
+from analysis.jobs import needs
 from analysis.frames import ordered
 from analysis.options import Options
 
@@ -50,13 +51,13 @@ LATENCY_COLUMNS = ["capture", "connection", "correlation_id", "client_id", "brok
 
 def fetched_records(partitions: DataFrame) -> DataFrame:
     """(keys, records): records carried by each Fetch response."""
-    return (partitions.where((F.col("api_key") == frames.FETCH) & (F.col("direction") == "response"))
+    return (partitions.where(derived.api(frames.FETCH) & (F.col("direction") == "response"))
             .groupBy(*frames.KEYS).agg(F.sum(F.coalesce("record_count", F.lit(0))).alias("records")))
 
 
 def classified(exchanges: DataFrame, partitions: DataFrame, idle_fraction: float = 0.9) -> DataFrame:
     """Exchanges with a latency, plus ``idle`` (a Fetch long-poll that returned nothing) and ``max_wait_ms``."""
-    fetch = F.col("api_key") == frames.FETCH
+    fetch = derived.api(frames.FETCH)
     max_wait = F.when(fetch, F.col("req_max_wait_ms").cast("double"))
     answered = (facts.typed(exchanges)
                 .where(F.col("latency_ms").isNotNull() & (F.col("status") != "no_response_expected"))
@@ -105,7 +106,7 @@ def by_client(rows: DataFrame) -> DataFrame:
 
 
 def by_broker(rows: DataFrame) -> DataFrame:
-    return percentiles(rows.withColumn("broker", frames.broker()), "broker")
+    return percentiles(rows.withColumn("broker", derived.broker()), "broker")
 
 
 def exchange_topics(partitions: DataFrame) -> DataFrame:
@@ -161,7 +162,7 @@ def size_bucket() -> tuple[Column, Column]:
 def by_size(rows: DataFrame) -> DataFrame:
     """Produce latency per request size bucket: do big batches wait longer?"""
     label, low = size_bucket()
-    return percentiles(rows.where(F.col("api_key") == frames.PRODUCE)
+    return percentiles(rows.where(derived.api(frames.PRODUCE))
                        .select("latency_ms", label.alias("size_bucket"), low.cast("long").alias("size_low_bytes")),
                        "size_bucket", "size_low_bytes")
 
@@ -169,7 +170,7 @@ def by_size(rows: DataFrame) -> DataFrame:
 def idle_fetches(classified_exchanges: DataFrame) -> DataFrame:
     """Per consumer and broker: Fetch long-polls that returned nothing, and how long they waited."""
     return (classified_exchanges.where(F.col("idle"))
-            .groupBy("client_id", frames.broker().alias("broker"))
+            .groupBy("client_id", derived.broker().alias("broker"))
             .agg(F.count(F.lit(1)).alias("count"), mean("latency_ms").alias("mean_ms"),
                  F.max("max_wait_ms").alias("max_wait_ms")))
 
@@ -189,7 +190,7 @@ def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
         "latency_spikes": ordered(spikes(windows, opts.spike_factor, opts.spike_min_count), F.col("ratio").desc(),
                                   "window_start", "api_name"),
         "latency_by_size": ordered(by_size(busy), "size_low_bytes"),
-        "idle_fetches": runner.needs(opts, ordered(idle_fetches(rows), F.col("count").desc(), "client_id",
+        "idle_fetches": needs(opts, ordered(idle_fetches(rows), F.col("count").desc(), "client_id",
                                                    "broker"), frames.FETCH),
     }
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import session
+from analysis import preflight
 from analysis.exceptions import AnalysisError, SparkUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,7 +74,7 @@ def test_a_master_nobody_answers_at_is_one_line():
     port = closed_port()
     with pytest.raises(SparkUnavailable, match=f"Spark master spark://127.0.0.1:{port} is unreachable "
                                                f"\\(127.0.0.1:{port}: Connection refused\\)"):
-        session.check_start(f"spark://127.0.0.1:{port}")
+        preflight.check_start(f"spark://127.0.0.1:{port}")
 
 
 def test_without_java_the_embedded_engine_answers_and_jvm_spark_is_one_line(decoded, tmp_path):
@@ -114,7 +114,7 @@ def test_which_engine_runs(monkeypatch, engine, master, remote, env, chosen):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    assert session.engine_for(engine, master, remote) == chosen
+    assert preflight.engine_for(engine, master, remote) == chosen
 
 
 def test_engine_choices_that_contradict_themselves_are_one_line(decoded):
@@ -131,7 +131,7 @@ def test_a_pyspark_the_embedded_engine_does_not_serve_is_one_line(monkeypatch):
     monkeypatch.setattr(pyspark, "__version__", "9.1.0")
     with pytest.raises(SparkUnavailable, match="serves pyspark up to 4.2, this is pyspark 9.1.0: pip install "
                                                ".*or run JVM Spark with --engine spark"):
-        session.check_start()
+        preflight.check_start()
 
 
 def test_a_connect_server_that_is_not_there_is_one_line(decoded):
@@ -171,9 +171,9 @@ def test_paths_are_checked_before_spark_starts(tmp_path):
 def test_check_master_accepts_what_spark_accepts():
     for master in ("local", "local[1]", "local[*]", "local[4,2]", "local-cluster[2,1,1024]", "yarn",
                    "k8s://https://10.0.0.1:6443"):
-        assert session.check_master(master) == []
-    assert session.check_master("spark://a:7077,b:7078") == [("a", 7077), ("b", 7078)]
-    assert session.check_remote("sc://h") == ("h", session.CONNECT_PORT)
-    assert session.check_remote("sc://h:1234/;token=x") == ("h", 1234)
+        assert preflight.check_master(master) == []
+    assert preflight.check_master("spark://a:7077,b:7078") == [("a", 7077), ("b", 7078)]
+    assert preflight.check_remote("sc://h") == ("h", preflight.CONNECT_PORT)
+    assert preflight.check_remote("sc://h:1234/;token=x") == ("h", 1234)
     with pytest.raises(AnalysisError, match="invalid Spark master 'mesos'"):
-        session.check_master("mesos")
+        preflight.check_master("mesos")

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from analysis import errors
+from analysis.jobs import errors
 from analysis._retriable import RETRIABLE
 from tests.analysis.conftest import at, exchange, part, table
 

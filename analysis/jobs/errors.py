@@ -13,7 +13,7 @@ Tables: ``errors``, ``errors_over_time``.
 Usage::
 
     python -m analysis errors DATASET... [--master local[*]] [--out DIR]
-    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/errors.py DATASET [--out DIR]
+    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/jobs/errors.py DATASET [--out DIR]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from itertools import chain
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from analysis import frames, runner
+from analysis import derived, frames, runner
 from analysis._retriable import RETRIABLE
 from analysis.dataset import Dataset
 from analysis.options import Options
@@ -44,11 +44,11 @@ def events(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
     per_partition = (partitions.where((F.col("direction") == "response") & frames.failed())
                      .select(*frames.KEYS, "api_name", "error_code", "error_name",
                              frames.topic().alias("topic"), "partition", F.col("ts")))
-    per_partition = per_partition.join(frames.context(exchanges).select(*frames.KEYS, "client_id", "broker"),
+    per_partition = per_partition.join(derived.parties(exchanges).select(*frames.KEYS, "client_id", "broker"),
                                        frames.KEYS, "left")
     per_exchange = (exchanges.where(frames.failed())
                     .join(per_partition.select(*frames.KEYS).distinct(), frames.KEYS, "left_anti")
-                    .select("api_name", "error_code", "error_name", "client_id", frames.broker().alias("broker"),
+                    .select("api_name", "error_code", "error_name", "client_id", derived.broker().alias("broker"),
                             F.lit(None).cast("string").alias("topic"), F.lit(None).cast("int").alias("partition"),
                             F.coalesce("response_ts", "request_ts").alias("ts")))
     return per_partition.select(*EVENT).unionByName(per_exchange.select(*EVENT))

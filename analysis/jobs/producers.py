@@ -14,7 +14,7 @@ Tables: ``producers``.
 Usage::
 
     python -m analysis producers DATASET... [--master local[*]] [--out DIR]
-    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/producers.py DATASET [--out DIR]
+    PYTHONPATH=. spark-submit [--master spark://host:7077] analysis/jobs/producers.py DATASET [--out DIR]
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis import facts, frames, runner
+from analysis import derived, facts, frames, runner
 from analysis.dataset import Dataset
+from analysis.jobs import needs
 from analysis.options import Options
 
 PRODUCERS = ["client_id", "producer_id", "producer_epoch", "transactional_id", "idempotent", "transactional",
@@ -37,13 +38,13 @@ PRODUCERS = ["client_id", "producer_id", "producer_epoch", "transactional_id", "
 def transactions(exchanges: DataFrame) -> DataFrame:
     """Per transactional id: transactions begun, committed and aborted."""
     tx_apis = (frames.ADD_PARTITIONS_TO_TXN, frames.ADD_OFFSETS_TO_TXN, frames.END_TXN)
-    ev = (facts.typed(exchanges).where(F.col("api_key").isin(*tx_apis) & F.col("request_ts").isNotNull())
+    ev = (facts.typed(exchanges).where(derived.api(*tx_apis) & F.col("request_ts").isNotNull())
           .select(F.col("req_transactional_id").alias("transactional_id"), "api_key", "request_ts", "error_code",
                   F.col("req_committed").alias("committed")))
     prev = F.lag("api_key").over(Window.partitionBy("transactional_id").orderBy("request_ts"))
     ev = ev.withColumn("begins", (F.col("api_key") != frames.END_TXN)
                        & (prev.isNull() | (prev == frames.END_TXN)))
-    ended = (F.col("api_key") == frames.END_TXN) & (F.col("error_code") == 0)
+    ended = derived.api(frames.END_TXN) & (F.col("error_code") == 0)
     return (ev.groupBy("transactional_id")
             .agg(F.sum(F.col("begins").cast("long")).alias("transactions_begun"),
                  F.sum((ended & F.col("committed")).cast("long")).alias("transactions_committed"),
@@ -63,7 +64,7 @@ def per_request(exchanges: DataFrame) -> DataFrame:
                         .alias("transactional"),
                         frames.records_total(mine, "batch_count").alias("batches"),
                         frames.records_total(mine, "record_count").alias("records"))
-    return (facts.typed(exchanges).where((F.col("api_key") == frames.PRODUCE) & F.col("has_request"))
+    return (facts.typed(exchanges).where(derived.api(frames.PRODUCE) & F.col("has_request"))
             .select("client_id", F.col("req_transactional_id").alias("transactional_id"),
                     frames.batch_entries().alias("entries"))
             .select("client_id", "transactional_id", F.explode(F.transform(ids, of)).alias("b"))
@@ -88,7 +89,7 @@ def producers(exchanges: DataFrame) -> DataFrame:
 
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
-    return {"producers": runner.needs(opts, frames.ordered(producers(ds.exchanges), F.col("records").desc(),
+    return {"producers": needs(opts, frames.ordered(producers(ds.exchanges), F.col("records").desc(),
                                                            "client_id", "producer_id"), frames.PRODUCE)}
 
 

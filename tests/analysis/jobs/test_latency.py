@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from analysis import latency
+from analysis.jobs import latency
 from tests.analysis.conftest import at, exchange, part, table
 
 pytestmark = pytest.mark.slow

@@ -5,7 +5,7 @@ import json
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from analysis import inventory
+from analysis.jobs import inventory
 from tests.analysis.conftest import at, exchange, table
 
 pytestmark = pytest.mark.slow
@@ -44,7 +44,7 @@ def test_summary_counts_each_capture_s_connections_with_a_row_as_decode_does(spa
     import kdissect
     from analysis import dataset
 
-    samples = Path(__file__).resolve().parents[2] / "samples"
+    samples = Path(__file__).resolve().parents[3] / "samples"
     tls = samples / "tls" / "tls13.pcap"
     # mixed.pcap twice under two names: every connection id repeats in the other capture.
     (tmp_path / "again").mkdir()
@@ -95,7 +95,7 @@ def test_summary_counts_the_captures_decode_read_and_says_why_some_have_no_excha
     from analysis import cli
     from tests.analysis.engines import connect_mode
 
-    samples = Path(__file__).resolve().parents[2] / "samples"
+    samples = Path(__file__).resolve().parents[3] / "samples"
     inputs = [samples / "mixed.pcap", samples / "tls" / "tls13.pcap", samples / "tls" / "tls13-port19443.pcap"]
     decoded = kdissect.write_dataset(inputs, tmp_path / "ds")
     assert decoded.counts.captures == 3

@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analysis import frames, runner
+from analysis import derived, frames, runner
 from analysis.dataset import Dataset
+from analysis.jobs import needs
 from analysis.options import Options
 
 SCHEMAS_BY_TOPIC = ["capture", "topic", "side", "schema_id", "schema_guid", "format", "producer_client_ids",
@@ -43,7 +44,7 @@ def sides(records: DataFrame) -> DataFrame:
 
 def schemas_by_topic(records: DataFrame, exchanges: DataFrame) -> DataFrame:
     clients = exchanges.select(*frames.KEYS, "client_id")
-    produced = (F.col("direction") == "request") & (F.col("api_key") == frames.PRODUCE)
+    produced = (F.col("direction") == "request") & derived.api(frames.PRODUCE)
     s = sides(records).join(clients, frames.KEYS, "left")
     return (s.groupBy("capture", "topic", "side", "schema_id", "schema_guid", "format")
             .agg(F.sort_array(F.collect_set(F.when(produced, F.col("client_id")))).alias("producer_client_ids"),
@@ -54,7 +55,7 @@ def schemas_by_topic(records: DataFrame, exchanges: DataFrame) -> DataFrame:
 
 
 def tables(ds: Dataset, opts: Options) -> dict[str, DataFrame]:
-    return {"schemas_by_topic": runner.needs(opts, schemas_by_topic(ds.records, ds.exchanges), records=True)}
+    return {"schemas_by_topic": needs(opts, schemas_by_topic(ds.records, ds.exchanges), records=True)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from analysis import producers
+from analysis.jobs import producers
 from tests.analysis.conftest import exchange, table
 
 pytestmark = pytest.mark.slow
