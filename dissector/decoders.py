@@ -73,7 +73,8 @@ class _Writer:
         # 3.11 then never specializes the decoders' global look-ups (a slow path on every read).
         self.namespace: dict[str, Any] = {}
         for name, value in (("_I16", _I16), ("_I32", _I32), ("_unpack_from", struct.unpack_from),
-                            ("_uvar", read_uvarint), ("_uuid", read_uuid), ("_tags", read_tags), ("_records", records_hook),
+                            ("_uvar", read_uvarint), ("_uuid", read_uuid), ("_tags", read_tags),
+                            ("_records", records_hook),
                             ("Underflow", Underflow), ("BadLength", BadLength)):
             self.namespace[name] = value
         if budgeted:
