@@ -38,7 +38,8 @@ from typing import Any, TextIO
 from capture.shard import Share
 
 from kdissect.dataset.writer import TABLES, Counts, prepare_outdir, remove_joined
-from kdissect.run.decode import DecodeResult, shares_for
+from kdissect.run.decode import DecodeResult
+from kdissect.run.shares import shares_for
 from kdissect.errors import DamagedInput, KdissectError
 from kdissect.run.parallel import ShareResult, decode_share, discard, finish_capture, share_name
 from kdissect.run.source import DecodeOptions, check_keylogs
