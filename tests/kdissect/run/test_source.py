@@ -8,7 +8,7 @@ import pytest
 
 from dissector.protocols import ProtocolChoice
 from dissector.records import DEFAULT_MAX_DECOMPRESSED
-from kdissect.commands.cli import build_parser
+from kdissect.commands.parser import build_parser
 from kdissect.errors import UsageError
 from kdissect.run.source import OPTION_NAMES, DecodeOptions, protocol_option
 
