@@ -28,7 +28,7 @@ class RecordRows:
         self.capture = capture
         self.options = options        # kdissect.dataset.rows.RowOptions
         self.table = table
-        # The buffers themselves, appended to as ``col.append(x)`` (see RowBuilder).
+        # The buffers themselves, appended to as ``col.append(x)`` (as RowBuilder's).
         self.columns = tuple(table[:RECORD_COLUMNS])
         from kdissect.dataset.payload_columns import PayloadColumns, payload_decoder   # here: loads payloads
         self.payloads = PayloadColumns(options.payloads if options.payloads is not None else payload_decoder(),

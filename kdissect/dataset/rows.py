@@ -5,6 +5,14 @@ as Parquet row groups and counts what went in. There is no dict or object per
 row: each exchange's facts (its JSON texts, its partitions) are worked out
 once and appended straight to one list per column, in schema order.
 Timestamps become integer microseconds (the tables store ``timestamp[us, UTC]``).
+
+Compiled (``rows.pxd``), :class:`RowBuilder` is an extension type whose attributes are C struct
+fields, and the messages, exchanges and connections of the exact classes the dissector and capture
+make (told apart with ``type(x) is``) have their fields read from C structs too, where an untyped one
+costs a type-dictionary lookup per field; the body and its entries are typed dicts. The column lists
+kept as attributes are appended to directly, where a stored bound method would be a generic call, and
+the rows each table holds before an exchange are four list sizes read in C, where a tuple from
+``_mark`` costs an exchange ~300 instructions.
 """
 
 from __future__ import annotations
@@ -118,8 +126,7 @@ class RowBuilder:
         self.kinds = anomaly_kinds
         self._position = position
         self._unresolved = unresolved
-        # The buffers themselves, appended to as ``col.append(x)``: compiled, that is a direct list
-        # append, where a stored bound method would be a generic call.
+        # The buffers themselves, appended to as ``col.append(x)`` (see the module's doc).
         self._ex = tuple(cols["exchanges"])
         self._pa = tuple(cols["partitions"])
         self._an = tuple(cols["anomalies"])
@@ -143,8 +150,7 @@ class RowBuilder:
         every row it had added is taken back, a ``dissector_error`` anomaly names it, and None
         is returned; the capture's other rows are untouched.
         """
-        # The rows each table holds before (see _mark), read from the first columns themselves:
-        # compiled, four list sizes in C (rows.pxd), where _mark's tuple costs an exchange ~300 instructions.
+        # The rows each table holds before (as _mark), read from the first columns themselves (module's doc).
         n_ex, n_pa, n_an = len(self._ex0), len(self._pa0), len(self._an0)
         n_rec = len(self._rec0) if self._rec0 is not None else 0
         try:
@@ -203,7 +209,7 @@ class RowBuilder:
         else:
             resp_json = code = ename = throttle_ms = None
         st = ex.status._value_             # not .value or a dict lookup: both run Python code in enum
-        if type(conn) is ConnectionInfo:      # capture's: compiled, its fields are C struct reads (rows.pxd)
+        if type(conn) is ConnectionInfo:      # capture's (see the module's doc)
             ci = conn
             cid, cip, cport, bip, bport, tls = ci.id, ci.client_ip, ci.client_port, ci.broker_ip, ci.broker_port, ci.tls
         else:
@@ -312,8 +318,7 @@ class RowBuilder:
                     name: str | None, ts: int, client: str | None) -> None:
         """One row per topic-partition entry of ``msg`` (see :func:`dissector.views.partition_rows`), whose
         connection id, api name, time in µs and exchange's client id are ``cid``, ``name``, ``ts`` and ``client``."""
-        # The exact types first: compiled, their fields are C struct reads (rows.pxd), where
-        # an untyped ``msg`` costs a type-dictionary lookup per field; their protocol is Kafka's.
+        # The exact types first (see the module's doc); their protocol is Kafka's.
         if type(msg) is Request:
             rq = msg
             api_key, version, body, corr = rq.api_key, rq.api_version, rq.body, rq.correlation_id
@@ -351,7 +356,7 @@ class RowBuilder:
             else:
                 topics_list = _arrays(body, path)
             for item in topics_list:
-                if type(item) is not dict:      # (bodies hold plain dicts; rows.pxd types ``topic``)
+                if type(item) is not dict:      # bodies hold plain dicts
                     continue
                 topic = item
                 tname = topic.get(name_field) if name_field else None
