@@ -35,8 +35,8 @@ class RecordRows:
                                        table[RECORD_COLUMNS:])
 
     def batches(self, cid: str, corr: int, api_key: int | None, kind: str, ts: int, tname: str | None,
-                 topic_id: str | None, partition: int | None, data: bytes,
-                 where: str = "") -> tuple[int, int, list[str], list[str]]:
+                topic_id: str | None, partition: int | None, data: bytes,
+                where: str = "") -> tuple[int, int, list[str], list[str]]:
         """Rows of the records table for one records field: (rows, key+value bytes kept, problems, the
         anomaly details of batches whose rows raised: a bug, which costs that batch alone)."""
         options = self.options
@@ -127,7 +127,8 @@ class RecordRows:
         return n, nbytes, problems, bugs
 
     def v07(self, cid: str, corr: int, api_key: int | None, kind: str, ts: int, tname: str | None,
-                     topic_id: str | None, partition: int | None, s: MessageSetSummary) -> tuple[int, int, list[str], list[str]]:
+            topic_id: str | None, partition: int | None,
+            s: MessageSetSummary) -> tuple[int, int, list[str], list[str]]:
         """0.7 messages: offsets are byte positions from the fetch offset; no keys, timestamps or headers."""
         options = self.options
         ms = decode_message_set(s.data or b"", s.base_offset, max_decompressed=options.max_decompressed)
