@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from capture import CaptureError, CaptureOptions, CaptureRun, parse_ports, read_capture
@@ -94,9 +94,8 @@ class DecodeOptions:
                           max_decompressed=self.max_decompressed, payloads=pay)
 
 
-# What DecodeOptions.from_mapping reads: its fields, by the names users give them.
-OPTION_NAMES = ("ports", "keep_secrets", "records", "record_bytes", "max_decompressed", "tls_keylog", "protocol",
-                "rotated", "schemas", "schema_registry", "validate_json")
+# What DecodeOptions.from_mapping reads: the options by their fields' names, which users give them too.
+OPTION_NAMES = tuple(f.name for f in fields(DecodeOptions))
 
 
 def ports_option(spec: str | None) -> frozenset[int] | None:
