@@ -309,7 +309,8 @@ def _scrape_forever(target: str) -> None:
 def _decode_once(pcap: Path, with_fold: bool) -> tuple[int, float]:
     """Decode ``pcap`` into a scratch dataset (with the metric fold or not): (exchanges, CPU seconds)."""
     from kdissect.dataset.writer import CaptureWriter
-    from kdissect.run.decode import fewer_collections, row_options, run_into
+    from kdissect.run.collector import fewer_collections
+    from kdissect.run.decode import run_into
     from kdissect.metrics.fold import MetricsFold
     from kdissect.run.source import DecodeOptions, open_capture_run
     options = DecodeOptions()
@@ -318,7 +319,7 @@ def _decode_once(pcap: Path, with_fold: bool) -> tuple[int, float]:
         (out / t).mkdir()
     run = open_capture_run(pcap, options, messages=False)
     fold = MetricsFold() if with_fold else None
-    w = CaptureWriter(out, "bench", "bench", row_options(options), run.pipeline.topics, metrics=fold)
+    w = CaptureWriter(out, "bench", "bench", options.row_options(), run.pipeline.topics, metrics=fold)
     t0 = time.process_time()
     with fewer_collections():
         run_into(run, w)

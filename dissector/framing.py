@@ -15,9 +15,10 @@ import struct
 from dataclasses import dataclass
 
 from dissector import schema
-from dissector.decoders import DECODE_ERRORS, Decoders, default_decoders, read_tags
+from dissector.decoders import DECODE_ERRORS, Decoders, default_decoders
 from dissector.errors import Underflow
 from dissector.ints import be_int
+from dissector.primitives import read_tags
 
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # a broker's socket.request.max.bytes default
 # Real peers leave a few stray bytes after a body (librdkafka: 4 after ApiVersions v0,

@@ -13,7 +13,7 @@ from capture import ConnectionInfo
 from dissector.events import Exchange
 
 from kdissect.dataset.rows import exchange_row
-from kdissect.run.source import DecodeOptions, keylog_files, open_capture_run, ports_option
+from kdissect.run.source import DecodeOptions, open_capture_run
 from kdissect.dataset.tables import EXCHANGES
 
 if TYPE_CHECKING:
@@ -35,9 +35,7 @@ class CapturedExchange:
 
 def _options(ports: str | frozenset[int] | None, keep_secrets: bool,
              tls_keylog: str | os.PathLike[str] | list[str | os.PathLike[str]] | tuple = ()) -> DecodeOptions:
-    if isinstance(ports, str):
-        ports = ports_option(ports)
-    return DecodeOptions(ports=ports, keep_secrets=keep_secrets, tls_keylog=keylog_files(tls_keylog))
+    return DecodeOptions.from_mapping({"ports": ports, "keep_secrets": keep_secrets, "tls_keylog": tls_keylog})
 
 
 def read_pcap(path: str | os.PathLike[str], *, ports: str | frozenset[int] | None = None,

@@ -5,12 +5,12 @@
 
 import struct
 
-from dissector.decoders import _unpack_from, read_tags as _tags, read_uuid as _uuid
-from dissector.decoders import read_uvarint as _uvar
 from dissector.errors import BadLength, Underflow
 from dissector.ints import be_int, be_uint
+from dissector.primitives import read_tags as _tags, read_uuid as _uuid, read_uvarint as _uvar
 from dissector.records import summarize as _records
 
+_unpack_from = struct.unpack_from
 _S_Z = struct.Struct('>?').unpack_from
 _S_ZZ = struct.Struct('>??').unpack_from
 _S_ZZZ = struct.Struct('>???').unpack_from

@@ -86,6 +86,11 @@ def inline_reads(line: str) -> str:
     return line
 
 
+# The writer's struct reads its namespace holds under these names (dissector.decoders._Writer).
+_STRUCT_READS = (("_I16", "struct.Struct('>h').unpack_from"), ("_I32", "struct.Struct('>i').unpack_from"),
+                 ("_unpack_from", "struct.unpack_from"))
+
+
 def _records_placeholder(data: bytes) -> bytes:
     return data
 
@@ -158,18 +163,18 @@ def render() -> tuple[str, str]:
             for kind in ("request", "response"):
                 module.add(api_key, kind, version)
     body = "\n".join(module.lines)
-    used = [name for name in ("_I16", "_I32", "_unpack_from") if name + "(" in body]
     head = [
         _HEADER,
         "import struct",
         "",
-        f"from dissector.decoders import {', '.join(used + ['read_tags as _tags', 'read_uuid as _uuid'])}",
-        "from dissector.decoders import read_uvarint as _uvar",
         "from dissector.errors import BadLength, Underflow",
         "from dissector.ints import be_int, be_uint",
+        "from dissector.primitives import read_tags as _tags, read_uuid as _uuid, read_uvarint as _uvar",
         "from dissector.records import summarize as _records",
         "",
     ]
+    # Defined here rather than imported from the writer's module, which imports this one.
+    head += [f"{name} = {value}" for name, value in _STRUCT_READS if name + "(" in body]
     # The writer names an unpacker by its format ("?" spelled "Z"): the name gives it back.
     head += [f"{name} = struct.Struct('>{name[3:].replace('Z', '?')}').unpack_from"
              for name in sorted(module.unpackers) if name + "(" in body]

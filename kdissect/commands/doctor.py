@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from kdissect.commands.options import payload_options
 from kdissect.errors import EXIT_DAMAGED, DamagedInput, KdissectError, UsageError
 
 HELP = """\
@@ -69,8 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                       "info ones are counted)")
     p.add_argument("--records", action="store_true",
                    help="also decode every record (the schemas_by_topic table and the topic.* payload findings)")
-    from kdissect.commands.cli import _payload_options
-    _payload_options(p)
+    payload_options(p)
 
 
 def with_paths(rows: Sequence[Mapping[str, Any]], paths: Mapping[str, Path]) -> list[dict[str, Any]]:

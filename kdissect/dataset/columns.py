@@ -8,6 +8,12 @@ function asks pandas whether a list is "array-like" and so imports pandas, a
 second or more of start-up that a decode never otherwise needs. Nor does it use
 numpy, except for values no row builder writes (see :mod:`kdissect.dataset.arrow`).
 pyarrow itself is imported at the first flush, not before the first packet.
+
+Compiled (``columns.pxd``), the loops of :func:`_bits`, :func:`_narrowed`, :func:`_packed_ints`,
+:func:`_packed_bools`, :func:`_expanded`, :func:`_steps` and :func:`_codes` are C loops over typed
+buffers (packing ints: ~4 ns a cell, where numpy's object array costs ~40 and its int64 reader ~15),
+their copies unchecked, and :class:`TextColumn`'s three buffers are typed, so that appending an end
+offset is a C call. The two builds word the error of an int beyond int64 differently.
 """
 
 from __future__ import annotations
@@ -31,8 +37,7 @@ class TextColumn:
     orjson returns each text in a bytes object sized for its working buffer, not
     for the text (kilobytes for a 300-byte body); a list of them would hold
     several times the text's size. Appending copies the text and lets that go.
-    The end offsets wait in a list, whose append is a C call when compiled
-    (``columns.pxd`` types the three buffers), and become an array at the flush.
+    The end offsets wait in a list and become an array at the flush.
     """
 
     __slots__ = ("data", "ends", "valid")
@@ -103,8 +108,8 @@ def _validity(valid: bytearray | None) -> pa.Buffer | None:
 def _bits(flags: bytearray) -> bytearray:
     """A bit per byte of ``flags`` (set where nonzero), least significant first as in Arrow's bitmaps.
 
-    Compiled, a C loop (``columns.pxd``); it replaces numpy's ``packbits``, so that a decode
-    needs no numpy at all (see :mod:`kdissect.dataset.arrow`).
+    It replaces numpy's ``packbits``, so that a decode needs no numpy at all (see
+    :mod:`kdissect.dataset.arrow`).
     """
     n = len(flags)
     out = bytearray((n + 7) >> 3)
@@ -135,8 +140,8 @@ _NARROW = {array(code).itemsize * 8: code for code in "bhi"}
 def _narrowed(cells: array, typecode: str) -> array | None:
     """Int64 ``cells`` as ``typecode``'s narrower C ints; None when one does not fit.
 
-    Compiled, C loops (``columns.pxd``). Arrow's checked cast did this before, and
-    loading Arrow's compute library for it cost every decode ~10 ms of start-up.
+    Arrow's checked cast did this before, and loading Arrow's compute library for it cost every
+    decode ~10 ms of start-up.
     """
     n = len(cells)
     out = array(typecode, bytes(n * array(typecode).itemsize))
@@ -169,9 +174,8 @@ def _packed_ints(values: list[Any]) -> tuple[array, bytearray | None] | None:
     """Int64 cells and a validity byte per cell (None when no cell is null) of a column of ints and
     Nones; None when it holds anything else, or an int beyond int64, for numpy's path to judge.
 
-    Compiled, the loop is C (``columns.pxd`` types it): ~4 ns a cell, where numpy's object array
-    costs ~40 and its int64 reader ~15. Only exact ints are taken, so that both builds agree on
-    what a bool or a float becomes: numpy's path decides those.
+    Only exact ints are taken, so that both builds agree on what a bool or a float becomes: numpy's
+    path decides those.
     """
     n = len(values)
     out = array("q", bytes(8 * n))
@@ -186,7 +190,7 @@ def _packed_ints(values: list[Any]) -> tuple[array, bytearray | None] | None:
         elif type(v) is int:
             try:
                 cells[i] = v
-            except (OverflowError, ValueError):      # beyond int64 (compiled / Python's message)
+            except (OverflowError, ValueError):      # beyond int64
                 return None
         else:
             return None
@@ -263,7 +267,7 @@ def _booleans(values: list[Any], type_: pa.DataType) -> pa.Array:
 
 def _packed_bools(values: list[Any]) -> tuple[bytearray, bytearray | None] | None:
     """Arrow's value bits and a validity byte per cell of a column of bools and Nones; None for
-    anything else (a C loop when compiled)."""
+    anything else."""
     n = len(values)
     out = bytearray((n + 7) >> 3)
     bits = out
@@ -335,16 +339,15 @@ def _repeated_strings(values: list[Any]) -> pa.Array:
 def _expanded(codes: array, starts: array, pool: bytes,
               null: int) -> tuple[array, bytearray, bytearray | None] | None:
     """Arrow's offsets, data and validity bytes of the cells ``pool[starts[code]:starts[code + 1]]``
-    (``null``: the code of None, -1 if none); None past 2 GiB. Compiled, C loops (``columns.pxd``):
-    Arrow's ``take`` did this before, and loading Arrow's compute library for it cost every
-    decode ~10 ms of start-up."""
+    (``null``: the code of None, -1 if none); None past 2 GiB. Arrow's ``take`` did this before, and
+    loading Arrow's compute library for it cost every decode ~10 ms of start-up."""
     n = len(codes)
     out = array("i", bytes(4 * (n + 1)))
     offsets = memoryview(out)
     code = memoryview(codes)
     start = memoryview(starts)
-    # The copies below are unchecked when compiled: offsets that go back, or past the pool,
-    # would move them out of bounds. Arrow's builder makes none; this is a guard, not a case.
+    # Offsets that go back, or past the pool, would move the copies below out of bounds (unchecked:
+    # see the module's doc). Arrow's builder makes none; this is a guard, not a case.
     k = len(starts) - 1
     if k < 0 or start[0] != 0 or start[k] > len(pool):
         raise ValueError("text offsets outside their data")
@@ -376,7 +379,7 @@ def _expanded(codes: array, starts: array, pool: bytes,
 
 
 def _steps(step: int, n: int) -> array:
-    """Int32 offsets 0, step, 2 step ... n step: ``n`` cells of one text (a C loop when compiled)."""
+    """Int32 offsets 0, step, 2 step ... n step: ``n`` cells of one text."""
     out = array("i", bytes(4 * (n + 1)))
     offsets = memoryview(out)
     for i in range(1, n + 1):
@@ -387,9 +390,8 @@ def _steps(step: int, n: int) -> array:
 def _codes(values: list[Any], index: dict[Any, int]) -> array:
     """Each cell's position among the distinct values (added to ``index`` in order of appearance).
 
-    Compiled, a C loop (``columns.pxd``): a cell that is the very object of the cell before
-    (a connection's rows carry its one id string, names come from one table) reuses its code
-    without a lookup.
+    A cell that is the very object of the cell before (a connection's rows carry its one id string,
+    names come from one table) reuses its code without a lookup.
     """
     n = len(values)
     out = array("i", bytes(4 * n))

@@ -13,7 +13,7 @@ cdef class Tally:
 
 cdef class RowBuilder:
     cdef public object capture, options, topics, cols, kinds
-    cdef public object _position, _unresolved, _ex, _pa, _an, _rec, _pay
+    cdef public object _position, _unresolved, _ex, _pa, _an, _rec, _recrows
     cdef public list _ex0, _pa0, _an0
     cdef public object _rec0
     cdef public dict _api_names, _plans, _error_names, _quirky_brokers

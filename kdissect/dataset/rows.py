@@ -5,6 +5,14 @@ as Parquet row groups and counts what went in. There is no dict or object per
 row: each exchange's facts (its JSON texts, its partitions) are worked out
 once and appended straight to one list per column, in schema order.
 Timestamps become integer microseconds (the tables store ``timestamp[us, UTC]``).
+
+Compiled (``rows.pxd``), :class:`RowBuilder` is an extension type whose attributes are C struct
+fields, and the messages, exchanges and connections of the exact classes the dissector and capture
+make (told apart with ``type(x) is``) have their fields read from C structs too, where an untyped one
+costs a type-dictionary lookup per field; the body and its entries are typed dicts. The column lists
+kept as attributes are appended to directly, where a stored bound method would be a generic call, and
+the rows each table holds before an exchange are four list sizes read in C, where a tuple from
+``_mark`` costs an exchange ~300 instructions.
 """
 
 from __future__ import annotations
@@ -17,33 +25,24 @@ from typing import Any, Protocol
 from capture.flows import ConnectionInfo
 from hotpath.speedups import find
 from dissector.events import KAFKA_PROTOCOL, Anomaly, Direction, Exchange, Request, Response
-from dissector.records import (
-    DEFAULT_MAX_DECOMPRESSED,
-    OUT_OF_RANGE as _OUT_OF_RANGE,
-    RecordBatch,
-    RecordsSummary,
-    decode_records,
-)
+from dissector.records import DEFAULT_MAX_DECOMPRESSED, OUT_OF_RANGE as _OUT_OF_RANGE, RecordsSummary
 from dissector import quirks, schema
 from dissector.schema import api_name, error_name
 from dissector.topics import TopicRegistry
 from dissector.v07.events import V07Request, V07Response, api_name_of, error_name_of
-from dissector.v07.messages import MessageSetSummary, decode_message_set
+from dissector.v07.messages import MessageSetSummary
 from dissector.v07.views import partition_rows as v07_partition_rows
 from dissector.views import _OFFSET_FIELDS, PartitionRow, partition_rows, topic_paths
 
 from kdissect.dataset.bodies import body_bytes
+from kdissect.dataset.failures import exchange_name, failure_text, raised
+from kdissect.dataset.record_rows import RecordRows
 from kdissect.dataset.tables import COLUMNS
 
 Row = dict[str, Any]
 # A TopicPath's fields, then the offset fields its partition entries have (see _plan).
 Plan = tuple[tuple[str, ...], str | None, str | None, str | None, str | None, str | None, tuple[str, ...]]
 Columns = Sequence[list]           # one list per column, in the table schema's order
-_RECORD_COLUMNS = 21               # the records table's columns before the payload ones
-# The latest millisecond timestamp whose microseconds fit timestamp[us] (int64).
-# Problems starting so are values computed from the wire beyond the dataset's types (anomaly kind
-# ``out_of_range``); dissector.records words them so too (OUT_OF_RANGE).
-_MAX_TIMESTAMP_MS = ((1 << 63) - 1) // 1000
 _DIRECTION = {Direction.TO_BROKER: "request", Direction.TO_CLIENT: "response"}
 # In compact JSON a key is `"error_code":`; inside a string value its quotes would be
 # escaped, so this cannot match text that merely mentions the name.
@@ -127,17 +126,12 @@ class RowBuilder:
         self.kinds = anomaly_kinds
         self._position = position
         self._unresolved = unresolved
-        # The buffers themselves, appended to as ``col.append(x)``: compiled, that is a direct list
-        # append, where a stored bound method would be a generic call.
+        # The buffers themselves, appended to as ``col.append(x)`` (see the module's doc).
         self._ex = tuple(cols["exchanges"])
         self._pa = tuple(cols["partitions"])
         self._an = tuple(cols["anomalies"])
-        self._rec = tuple(cols["records"][:_RECORD_COLUMNS]) if "records" in cols else None
-        self._pay = None
-        if "records" in cols:                   # the payload columns follow (kdissect.dataset.payload_columns)
-            from kdissect.dataset.payload_columns import PayloadColumns, payload_decoder
-            self._pay = PayloadColumns(options.payloads if options.payloads is not None else payload_decoder(),
-                                       cols["records"][_RECORD_COLUMNS:])
+        self._recrows = RecordRows(capture, options, cols["records"]) if "records" in cols else None
+        self._rec = self._recrows.columns if self._recrows is not None else None
         self._ex0, self._pa0, self._an0 = self._ex[0], self._pa[0], self._an[0]
         self._rec0 = self._rec[0] if self._rec is not None else None
         self._api_names: dict[int, str] = {}
@@ -156,8 +150,7 @@ class RowBuilder:
         every row it had added is taken back, a ``dissector_error`` anomaly names it, and None
         is returned; the capture's other rows are untouched.
         """
-        # The rows each table holds before (see _mark), read from the first columns themselves:
-        # compiled, four list sizes in C (rows.pxd), where _mark's tuple costs an exchange ~300 instructions.
+        # The rows each table holds before (as _mark), read from the first columns themselves (module's doc).
         n_ex, n_pa, n_an = len(self._ex0), len(self._pa0), len(self._an0)
         n_rec = len(self._rec0) if self._rec0 is not None else 0
         try:
@@ -167,7 +160,7 @@ class RowBuilder:
             tally.partitions = tally.records = tally.record_bytes = 0
             first = ex.request if ex.request is not None else ex.response
             self._anomaly_at(conn.id, us(getattr(first, "first_ts", None)), "dissector_error", None,
-                             f"{_exchange_name(ex)}: building its rows raised {_raised(exc)}; "
+                             f"{exchange_name(ex)}: building its rows raised {raised(exc)}; "
                              "the exchange is left out of the dataset", None)
             return None
 
@@ -216,7 +209,7 @@ class RowBuilder:
         else:
             resp_json = code = ename = throttle_ms = None
         st = ex.status._value_             # not .value or a dict lookup: both run Python code in enum
-        if type(conn) is ConnectionInfo:      # capture's: compiled, its fields are C struct reads (rows.pxd)
+        if type(conn) is ConnectionInfo:      # capture's (see the module's doc)
             ci = conn
             cid, cip, cport, bip, bport, tls = ci.id, ci.client_ip, ci.client_port, ci.broker_ip, ci.broker_port, ci.tls
         else:
@@ -266,7 +259,7 @@ class RowBuilder:
         throttle.append(throttle_ms)
         status.append(st)
         if (req is not None and req.failure is not None) or (resp is not None and resp.failure is not None):
-            decode_error.append(_failure_text(ex))
+            decode_error.append(failure_text(ex))
         else:
             decode_error.append(None)
         request.append(req_json)
@@ -325,8 +318,7 @@ class RowBuilder:
                     name: str | None, ts: int, client: str | None) -> None:
         """One row per topic-partition entry of ``msg`` (see :func:`dissector.views.partition_rows`), whose
         connection id, api name, time in µs and exchange's client id are ``cid``, ``name``, ``ts`` and ``client``."""
-        # The exact types first: compiled, their fields are C struct reads (rows.pxd), where
-        # an untyped ``msg`` costs a type-dictionary lookup per field; their protocol is Kafka's.
+        # The exact types first (see the module's doc); their protocol is Kafka's.
         if type(msg) is Request:
             rq = msg
             api_key, version, body, corr = rq.api_key, rq.api_version, rq.body, rq.correlation_id
@@ -364,7 +356,7 @@ class RowBuilder:
             else:
                 topics_list = _arrays(body, path)
             for item in topics_list:
-                if type(item) is not dict:      # (bodies hold plain dicts; rows.pxd types ``topic``)
+                if type(item) is not dict:      # bodies hold plain dicts
                     continue
                 topic = item
                 tname = topic.get(name_field) if name_field else None
@@ -518,17 +510,20 @@ class RowBuilder:
             mark = self._mark()
             try:
                 if isinstance(rec, MessageSetSummary):
-                    rows, nbytes, problems = self._v07_records(conn.id, msg.correlation_id, msg.api_key, kind, ts,
-                                                               tname, topic_id, partition, rec)
+                    rows, nbytes, problems, bugs = self._recrows.v07(conn.id, msg.correlation_id, msg.api_key, kind,
+                                                                     ts, tname, topic_id, partition, rec)
                 else:
-                    rows, nbytes, problems = self._records(conn.id, msg.correlation_id, msg.api_key, kind, ts, tname,
-                                                           topic_id, partition, data, where)
+                    rows, nbytes, problems, bugs = self._recrows.batches(conn.id, msg.correlation_id, msg.api_key,
+                                                                         kind, ts, tname, topic_id, partition, data,
+                                                                         where)
+                for bug in bugs:         # a batch whose rows raised: left out, said where it was
+                    self._anomaly_at(conn.id, ts, "dissector_error", kind, bug, None)
             except Exception as exc:  # noqa: BLE001  (a bug decoding this field's records costs them alone)
                 self._rollback(mark)
                 rows, nbytes = 0, 0
                 problems = []
                 self._anomaly_at(conn.id, ts, "dissector_error", kind,
-                                 f"{where}: decoding its records raised {_raised(exc)}; they are left out of the "
+                                 f"{where}: decoding its records raised {raised(exc)}; they are left out of the "
                                  "records table", topic_id if track else None)
             tally.records += rows
             tally.record_bytes += nbytes
@@ -538,150 +533,6 @@ class RowBuilder:
                 # Values computed from the wire that leave the dataset's types have their own kind.
                 pkind = "out_of_range" if problem.startswith(_OUT_OF_RANGE) else "records_decode"
                 self._anomaly_at(conn.id, ts, pkind, kind, f"{where}: {problem}", topic_id if track else None)
-
-    # -- records -----------------------------------------------------------------------------
-
-    def _records(self, cid: str, corr: int, api_key: int | None, kind: str, ts: int, tname: str | None,
-                 topic_id: str | None, partition: int | None, data: bytes,
-                 where: str = "") -> tuple[int, int, list[str]]:
-        """Rows of the records table for one records field: (rows, key+value bytes kept, problems)."""
-        options = self.options
-        rs = decode_records(data, max_decompressed=options.max_decompressed, strict=False)
-        problems = [rs.error] if rs.error else []
-        keep = options.record_bytes
-        (capture, connection, a_corr, a_key, direction, a_ts, a_topic, a_topic_id, a_partition, a_offset,
-         a_timestamp, a_magic, a_key_size, a_value_size, a_key_bytes, a_value_bytes, a_header_count,
-         a_producer_id, a_producer_epoch, a_transactional, a_control) = self._rec  # type: ignore[misc]
-        cap = self.capture
-        pay = self._pay
-        n = nbytes = 0
-        late = 0                # record timestamps past what timestamp[us] holds
-        for batch in rs.batches:
-            if batch.error:
-                problems.append(batch.error)
-            mark = len(capture)
-            batch_n = n
-            batch_bytes = nbytes
-            try:
-                v2 = isinstance(batch, RecordBatch)
-                if v2:
-                    magic, pid, epoch, txn, control = (batch.magic, batch.producer_id, batch.producer_epoch,
-                                                       batch.transactional, batch.control)
-                else:
-                    magic, pid, epoch, txn, control = batch.magic, None, None, False, False
-                if batch.out_of_range:
-                    problems.append(batch.out_of_range)
-                for rec in batch.leaves():
-                    t = rec.timestamp
-                    key, value = rec.key, rec.value
-                    capture.append(cap)
-                    connection.append(cid)
-                    a_corr.append(corr)
-                    a_key.append(api_key)
-                    direction.append(kind)
-                    a_ts.append(ts)
-                    a_topic.append(tname)
-                    a_topic_id.append(topic_id)
-                    a_partition.append(partition)
-                    a_offset.append(rec.offset)
-                    if t is None or t < 0:
-                        a_timestamp.append(None)
-                    elif t > _MAX_TIMESTAMP_MS:
-                        a_timestamp.append(None)
-                        late += 1
-                    else:
-                        a_timestamp.append(t * 1000)
-                    if v2:
-                        a_magic.append(magic)
-                        a_header_count.append(len(rec.headers))
-                    else:
-                        a_magic.append(rec.magic)
-                        a_header_count.append(0)
-                    a_key_size.append(None if key is None else len(key))
-                    a_value_size.append(None if value is None else len(value))
-                    if keep:
-                        a_key_bytes.append(key)
-                        a_value_bytes.append(value)
-                        nbytes += (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-                    else:
-                        a_key_bytes.append(None)
-                        a_value_bytes.append(None)
-                    a_producer_id.append(pid)
-                    a_producer_epoch.append(epoch)
-                    a_transactional.append(txn)
-                    a_control.append(control)
-                    if pay is not None:
-                        nbytes += pay.record(key, value, rec.headers if v2 else (), tname, rec.offset)
-                        if pay.failed and not keep:
-                            nbytes += _keep_failed(pay.failed, key, value, a_key_bytes, a_value_bytes)
-                    n += 1
-            except Exception as exc:  # noqa: BLE001  (a bug in one batch's rows costs that batch alone)
-                for col in self.cols["records"]:     # the payload columns too
-                    if type(col) is list:
-                        del col[mark:]
-                    else:
-                        col.truncate(mark)
-                n, nbytes = batch_n, batch_bytes
-                self._anomaly_at(cid, ts, "dissector_error", kind,
-                                 f"{where}: building the rows of the {_batch_name(batch)} raised {_raised(exc)}; "
-                                 "its records are left out of the records table", None)
-        if pay is not None:
-            problems += pay.problems()
-        if late:
-            problems.append(f"{_OUT_OF_RANGE}: {late} record timestamp{'s' if late != 1 else ''} past the year "
-                            "294,000, beyond what a timestamp column holds: null")
-        return n, nbytes, problems
-
-    def _v07_records(self, cid: str, corr: int, api_key: int | None, kind: str, ts: int, tname: str | None,
-                     topic_id: str | None, partition: int | None, s: MessageSetSummary) -> tuple[int, int, list[str]]:
-        """0.7 messages: offsets are byte positions from the fetch offset; no keys, timestamps or headers."""
-        options = self.options
-        ms = decode_message_set(s.data or b"", s.base_offset, max_decompressed=options.max_decompressed)
-        problems = [ms.error] if ms.error else []
-        keep = options.record_bytes
-        (capture, connection, a_corr, a_key, direction, a_ts, a_topic, a_topic_id, a_partition, a_offset,
-         a_timestamp, a_magic, a_key_size, a_value_size, a_key_bytes, a_value_bytes, a_header_count,
-         a_producer_id, a_producer_epoch, a_transactional, a_control) = self._rec  # type: ignore[misc]
-        n = nbytes = 0
-        for top in ms.messages:
-            stack = [top]
-            while stack:                      # wrappers' errors anywhere in the nesting
-                m = stack.pop()
-                if m.error:
-                    problems.append(f"message at byte {m.position}: {m.error}")
-                stack.extend(m.inner or ())
-            for m in top.leaves():
-                capture.append(self.capture)
-                connection.append(cid)
-                a_corr.append(corr)
-                a_key.append(api_key)
-                direction.append(kind)
-                a_ts.append(ts)
-                a_topic.append(tname)
-                a_topic_id.append(topic_id)
-                a_partition.append(partition)
-                a_offset.append(m.offset)
-                a_timestamp.append(None)
-                a_magic.append(m.magic)
-                a_key_size.append(None)
-                a_value_size.append(len(m.payload))
-                a_key_bytes.append(None)
-                a_value_bytes.append(m.payload if keep else None)
-                if keep:
-                    nbytes += len(m.payload)
-                a_header_count.append(0)
-                a_producer_id.append(None)
-                a_producer_epoch.append(None)
-                a_transactional.append(False)
-                a_control.append(False)
-                if self._pay is not None:
-                    nbytes += self._pay.record(None, m.payload, (), tname, m.offset)
-                    if self._pay.failed and not keep:
-                        nbytes += _keep_failed(self._pay.failed, None, m.payload, a_key_bytes, a_value_bytes)
-                n += 1
-        if self._pay is not None:
-            problems += self._pay.problems()
-        return n, nbytes, problems
 
     # -- anomalies ---------------------------------------------------------------------------
 
@@ -723,19 +574,6 @@ def _all_control(data: bytes | None, failures: list[int]) -> bool:
     return True
 
 
-def _keep_failed(failed: int, key: bytes | None, value: bytes | None, key_bytes: list, value_bytes: list) -> int:
-    """Keep the raw bytes of a key or value that did not decode (``failed``: 1 key, 2 value), without
-    ``--record-bytes`` too: what a hostile or damaged value was stays in the dataset beside its anomaly."""
-    n = 0
-    if failed & 1 and key is not None:
-        key_bytes[-1] = key
-        n += len(key)
-    if failed & 2 and value is not None:
-        value_bytes[-1] = value
-        n += len(value)
-    return n
-
-
 def _plan_key(api_key: int, kind: str, version: int) -> int:
     """An int for (api key, kind, version), both int16: hashed faster than the tuple, per message."""
     return (api_key * 65536 + version) * 2 + (kind == "response")
@@ -771,41 +609,6 @@ def _arrays(node: Any, path: tuple[str, ...]) -> Iterator[dict]:
         rest = path[1:]
         for item in items:
             yield from _arrays(item, rest)
-
-
-def _raised(exc: BaseException) -> str:
-    """``TypeError: ... at kdissect/dataset/bodies.py:48``: what raised, and the innermost line it came from."""
-    where = exc.__traceback__
-    while where is not None and where.tb_next is not None:
-        where = where.tb_next
-    at = f" at {where.tb_frame.f_code.co_filename}:{where.tb_lineno}" if where is not None else ""
-    return f"{type(exc).__name__}: {exc}{at}"
-
-
-def _exchange_name(ex: Exchange) -> str:
-    """``Produce v3 correlation id 7`` (or what is known of an exchange whose parts are odd)."""
-    first = ex.request if ex.request is not None else ex.response
-    api_key = getattr(first, "api_key", None)
-    version = getattr(first, "api_version", None)
-    try:
-        name = api_name(api_key) if isinstance(api_key, int) else "unknown api"
-    except Exception:  # noqa: BLE001  (naming must not fail where it reports a failure)
-        name = f"api {api_key}"
-    v = f" v{version}" if version is not None else ""
-    return f"{name}{v} correlation id {getattr(first, 'correlation_id', None)}"
-
-
-def _batch_name(batch: Any) -> str:
-    return f"batch at byte {getattr(batch, 'position', '?')}"
-
-
-def _failure_text(exchange: Exchange) -> str | None:
-    parts = []
-    for side, msg in (("request", exchange.request), ("response", exchange.response)):
-        f = msg.failure if msg is not None else None
-        if f is not None:
-            parts.append(f"{side}: {f.error} at byte {f.offset}: {f.detail}")
-    return "; ".join(parts) or None
 
 
 # -- one row at a time, for the Python API --------------------------------------------------------

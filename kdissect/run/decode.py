@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import time
-from contextlib import contextmanager
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from capture import CaptureRun
 
 from kdissect.dataset.writer import TABLES, CaptureWriter, Counts, file_stem, prepare_outdir, remove_joined
+from kdissect.run.collector import fewer_collections
 from kdissect.run.inputs import Capture, captures, describe
-from kdissect.dataset.rows import RowOptions
-from kdissect.run.source import DecodeOptions, keylog_files, open_capture_run, ports_option
-
-MIN_SHARE_BYTES = 4 << 20        # captures smaller than this per job are not worth splitting among workers
-# ... nor with fewer packets than this per job: a worker costs ~0.1 s (start, its own pyarrow,
-# reading every packet), which small shares do not win back (22 MB of large batches, 18k packets:
-# 0.29 s in one process, 0.34 s in two).
-MIN_SHARE_PACKETS = 12_000
-
+from kdissect.run.shares import MIN_SHARE_BYTES, capture_shares, capture_size
+from kdissect.run.source import DecodeOptions, open_capture_run
 
 @dataclass
 class Progress:
@@ -54,25 +46,6 @@ class DecodeResult:
     elapsed: float = 0.0
 
 
-@contextmanager
-def fewer_collections() -> Iterator[None]:
-    """Run the cyclic garbage collector less often while decoding.
-
-    Decoding allocates and drops millions of small dicts and lists (message bodies);
-    reference counting frees them at once, yet every 700 allocations the collector
-    would walk the young ones, a tenth of the decode's time. What exists already
-    (modules, the protocol schema) is frozen out of its walks meanwhile.
-    """
-    threshold = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
-
-
 def run_into(run: CaptureRun, writer: CaptureWriter, on_progress: Callable[[], None] | None = None) -> None:
     """Route every event of a capture run into ``writer``."""
     if on_progress is not None:
@@ -85,19 +58,6 @@ def _route(run: CaptureRun, writer: CaptureWriter) -> None:
     # function with a closure (run_into's lambda) a cpdef one.
     for ce in run:
         writer.event(ce.conn, ce.event)
-
-
-def row_options(options: DecodeOptions, outdir: str | os.PathLike[str] | None = None,
-                clock: Callable[[], int] | None = None, preload: tuple = ()) -> RowOptions:
-    """``outdir``: where schemas learned or fetched go (``OUTDIR/schemas/``); ``clock``: packets read,
-    dating what the capture's ``_schemas`` records teach (see :mod:`kdissect.run.parallel`)."""
-    pay = None
-    if options.records:
-        from kdissect.dataset.payload_columns import payload_decoder
-        pay = payload_decoder(options.schemas, options.schema_registry, options.validate_json, outdir, clock,
-                              preload)
-    return RowOptions(records=options.records, record_bytes=options.record_bytes,
-                      max_decompressed=options.max_decompressed, payloads=pay)
 
 
 def write_dataset(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], outdir: str | os.PathLike[str],
@@ -117,13 +77,10 @@ def write_dataset(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str],
     those of an earlier decode of the same file. Raises :class:`KdissectError` for a missing or unreadable
     input or an unwritable ``outdir``, before anything is written.
     """
-    if isinstance(ports, str):
-        ports = ports_option(ports)
-    decoding = schemas is not None or schema_registry is not None or validate_json
-    options = DecodeOptions(ports=ports, keep_secrets=keep_secrets, records=records or record_bytes or decoding,
-                            record_bytes=record_bytes, tls_keylog=keylog_files(tls_keylog),
-                            schemas=os.fspath(schemas) if schemas is not None else None,
-                            schema_registry=schema_registry, validate_json=validate_json)
+    options = DecodeOptions.from_mapping({
+        "ports": ports, "keep_secrets": keep_secrets, "records": records, "record_bytes": record_bytes,
+        "tls_keylog": tls_keylog, "schemas": schemas, "schema_registry": schema_registry,
+        "validate_json": validate_json})
     return decode_files(inputs, outdir, options, progress, jobs=jobs)
 
 
@@ -153,7 +110,7 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
         run = open_capture_run(capture, options, messages=False)
         try:
             writer = CaptureWriter(out, capture[0].name, file_stem(capture[0]),
-                                   row_options(options, out, lambda run=run: run.pipeline.stats.packets),
+                                   options.row_options(out, lambda run=run: run.pipeline.stats.packets),
                                    run.pipeline.topics)
         except BaseException:
             run.close()
@@ -183,63 +140,6 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
             tick()
     result.elapsed = time.monotonic() - start
     return result
-
-
-def capture_shares(capture: Capture, jobs: int, min_share_bytes: int = MIN_SHARE_BYTES) -> int:
-    """How many shares ``kdissect decode --jobs`` splits a capture into: by its size, then by
-    its estimated packets (``min_share_bytes`` 0: always ``jobs``)."""
-    n = shares_for(capture_size(capture), jobs, min_share_bytes)
-    if n > 1 and min_share_bytes:
-        packets = estimate_packets(capture)
-        if packets is not None:
-            n = max(1, min(n, packets // MIN_SHARE_PACKETS))
-    return n
-
-
-def shares_for(size: int | None, jobs: int, min_share_bytes: int = MIN_SHARE_BYTES) -> int:
-    """How many shares a capture of ``size`` bytes is split into with ``jobs`` workers."""
-    if jobs <= 1:
-        return 1
-    if not min_share_bytes:
-        return jobs
-    return max(1, min(jobs, (size or 0) // min_share_bytes))
-
-
-def estimate_packets(capture: Capture, sample: int = 2000) -> int | None:
-    """A capture's packets, from its size and the sizes of its first ``sample`` records; None when
-    unknown (unreadable, or gzip-compressed, whose size on disk says little). A few milliseconds."""
-    from capture import CaptureError, open_capture
-    from capture.pcapfile import PcapReader
-
-    size = capture_size(capture)
-    try:
-        with open(capture[0], "rb") as f:
-            if f.read(2) == b"\x1f\x8b":
-                return None
-        src = open_capture(capture[0])
-    except (CaptureError, OSError):
-        return None
-    overhead = 16 if isinstance(src, PcapReader) else 32      # a record's header on disk (pcapng: a block's)
-    n = data = 0
-    try:
-        for _ts, _lt, payload, _wirelen in src:
-            n += 1
-            data += len(payload)
-            if n == sample:
-                break
-    finally:
-        src.close()
-    if not n or size is None:
-        return n if size is not None else None
-    return size * n // (data + n * overhead)
-
-
-def capture_size(capture: Capture) -> int | None:
-    """Bytes on disk of a capture's files; None if one cannot be read."""
-    try:
-        return sum(p.stat().st_size for p in capture)
-    except OSError:
-        return None
 
 
 def _decode_parallel(sets: list[Capture], out: Path, options: DecodeOptions, progress: ProgressFn | None, jobs: int,

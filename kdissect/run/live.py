@@ -32,7 +32,6 @@ from capture.live import LiveOptions as CaptureLiveOptions
 
 from kdissect.run.codecache import use_default_code_cache
 from kdissect.dataset.writer import TABLES, CaptureWriter, Counts, prepare_outdir
-from kdissect.run.decode import row_options
 from kdissect.errors import KdissectError, UsageError
 from kdissect.metrics.fold import Health, MetricsFold
 from kdissect.metrics.run import MetricsOptions, MetricsRun
@@ -101,7 +100,7 @@ class _Decoder:
         self.metrics = metrics
         self.out = out
         self.names = names
-        self.rows = row_options(options, out, lambda: run.stats.packets)
+        self.rows = options.row_options(out, lambda: run.stats.packets)
         self.rotate_ns = int(rotate * NS)
         self.total = Counts()
         self.status = status

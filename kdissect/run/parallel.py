@@ -39,9 +39,10 @@ from capture.shard import Share
 from dissector.topics import ZERO_UUID, TopicRegistry
 
 from kdissect.dataset.writer import TABLES, CaptureWriter, Counts, file_stem, parquet_writer, remove_joined, remove_stale
-from kdissect.run.decode import MIN_SHARE_BYTES, capture_shares, fewer_collections, row_options
+from kdissect.run.collector import fewer_collections
 from kdissect.errors import KdissectError
 from kdissect.run.inputs import Capture
+from kdissect.run.shares import MIN_SHARE_BYTES, capture_shares
 from kdissect.run.source import DecodeOptions, open_capture_run
 
 if TYPE_CHECKING:
@@ -147,7 +148,7 @@ def decode_share(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     topics.clock = lambda: run.pipeline.stats.packets
     unnamed = _Unnamed(topics.clock) if not share.whole else None
     capture = first.name
-    rows = row_options(options, out, topics.clock, schemas)
+    rows = options.row_options(out, topics.clock, schemas)
     try:
         writer = CaptureWriter(out, capture, share_name(stem or file_stem(first), share), rows, topics,
                                capture_level=share.index == 0, unresolved=unnamed)
@@ -360,7 +361,7 @@ def decode_parallel(captures: list[Capture], outdir: Path, options: DecodeOption
                     on_progress: ProgressFn | None = None) -> None:
     """Decode ``captures`` into ``outdir`` with up to ``jobs`` worker processes.
 
-    Each capture is split into ``shares[i]`` shares, or :func:`~kdissect.run.decode.capture_shares`'s when that is
+    Each capture is split into ``shares[i]`` shares, or :func:`~kdissect.run.shares.capture_shares`'s when that is
     not given; a capture's files appear
     when all its shares are done (``on_capture(index, results, files)``, in input
     order). If a worker fails, the others are stopped, nothing more is made

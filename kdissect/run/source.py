@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 from capture import CaptureError, CaptureOptions, CaptureRun, parse_ports, read_capture
@@ -16,6 +16,7 @@ from dissector.events import KAFKA_PROTOCOL
 from dissector.records import DEFAULT_MAX_DECOMPRESSED
 from dissector.topics import TopicRegistry
 
+from kdissect.dataset.rows import RowOptions
 from kdissect.run.codecache import use_default_code_cache
 from kdissect.errors import DamagedInput, UsageError
 
@@ -45,32 +46,56 @@ class DecodeOptions:
                               share=share)
 
     @classmethod
+    def from_mapping(cls, given: Mapping[str, Any]) -> DecodeOptions:
+        """The options named in ``given`` as a user gives them, whoever read them (the command line, the Spark
+        reader, the Python API): the one place each becomes a field and one implies another.
+
+        Names (absent or None: the default): ``ports`` (a spec such as ``"9092,9093"``, or ports),
+        ``keep_secrets``, ``records``, ``record_bytes``, ``max_decompressed`` (MiB), ``tls_keylog`` (a path or
+        paths), ``protocol`` (``--protocol`` values), ``rotated``, ``schemas`` (a folder), ``schema_registry``
+        (a URL), ``validate_json``. Another name is a caller's mistake (TypeError)."""
+        unknown = set(given) - set(OPTION_NAMES)
+        if unknown:
+            raise TypeError(f"not decode options: {', '.join(sorted(unknown))}")
+        ports = given.get("ports")
+        schemas = given.get("schemas")
+        schemas = os.fspath(schemas) if schemas else None
+        schema_registry = given.get("schema_registry") or None
+        validate_json = bool(given.get("validate_json"))
+        record_bytes = bool(given.get("record_bytes"))
+        # Record bytes and decoded keys and values are columns of the records table, so each asks for it.
+        records = bool(given.get("records")) or record_bytes or bool(schemas or schema_registry or validate_json)
+        max_mib = given.get("max_decompressed")
+        rotated = given.get("rotated")
+        return cls(ports=ports_option(ports) if isinstance(ports, str) or ports is None else frozenset(ports),
+                   keep_secrets=bool(given.get("keep_secrets")), records=records, record_bytes=record_bytes,
+                   max_decompressed=DEFAULT_MAX_DECOMPRESSED if max_mib is None else int(max_mib) << 20,
+                   tls_keylog=keylog_files(given.get("tls_keylog") or ()),
+                   protocol=protocol_option(given.get("protocol")), rotated=True if rotated is None else bool(rotated),
+                   schemas=schemas, schema_registry=schema_registry, validate_json=validate_json)
+
+    @classmethod
     def from_args(cls, args: Any) -> DecodeOptions:
-        """The options a command's parsed arguments ask for, whichever of them that command has: the one place
-        ``--ports``, ``--protocol``, ``--records`` and the payload options become DecodeOptions."""
-        record_bytes = bool(getattr(args, "record_bytes", False))
-        max_mib = getattr(args, "max_decompressed", None)
-        return cls(ports=ports_option(getattr(args, "ports", None)),
-                   keep_secrets=bool(getattr(args, "keep_secrets", False)),
-                   records=bool(getattr(args, "records", False)) or record_bytes or payloads_asked(args),
-                   record_bytes=record_bytes,
-                   max_decompressed=DEFAULT_MAX_DECOMPRESSED if max_mib is None else max_mib << 20,
-                   tls_keylog=tuple(getattr(args, "tls_keylog", None) or ()),
-                   protocol=protocol_option(getattr(args, "protocol", None)),
-                   rotated=not getattr(args, "separate_files", False),
-                   **payload_args(args))
+        """The options a command's parsed arguments ask for, whichever of them that command has
+        (``--separate-files`` is ``rotated`` turned off)."""
+        given = {name: getattr(args, name) for name in OPTION_NAMES if hasattr(args, name)}
+        return cls.from_mapping({**given, "rotated": not getattr(args, "separate_files", False)})
+
+    def row_options(self, outdir: str | os.PathLike[str] | None = None, clock: Callable[[], int] | None = None,
+                    preload: tuple = ()) -> RowOptions:
+        """What the dataset's rows are built with. ``outdir``: where schemas learned or fetched go
+        (``OUTDIR/schemas/``); ``clock``: packets read, dating what the capture's ``_schemas`` records teach
+        (see :mod:`kdissect.run.parallel`); ``preload``: what other shares learnt, (clock, schema) pairs."""
+        pay = None
+        if self.records:
+            from kdissect.dataset.payload_columns import payload_decoder   # here: loads the payloads package
+            pay = payload_decoder(self.schemas, self.schema_registry, self.validate_json, outdir, clock, preload)
+        return RowOptions(records=self.records, record_bytes=self.record_bytes,
+                          max_decompressed=self.max_decompressed, payloads=pay)
 
 
-def payloads_asked(args: Any) -> bool:
-    """Whether the payload options ask for record keys and values to be decoded (which needs --records)."""
-    return bool(getattr(args, "schemas", None) or getattr(args, "schema_registry", None)
-                or getattr(args, "validate_json", False))
-
-
-def payload_args(args: Any) -> dict[str, Any]:
-    """The payload options as DecodeOptions' fields."""
-    return {"schemas": getattr(args, "schemas", None), "schema_registry": getattr(args, "schema_registry", None),
-            "validate_json": bool(getattr(args, "validate_json", False))}
+# What DecodeOptions.from_mapping reads: the options by their fields' names, which users give them too.
+OPTION_NAMES = tuple(f.name for f in fields(DecodeOptions))
 
 
 def ports_option(spec: str | None) -> frozenset[int] | None:

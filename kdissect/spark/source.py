@@ -48,7 +48,7 @@ from capture.shard import Share
 from kdissect.dataset.writer import TABLES, prepare_outdir
 from kdissect.errors import DamagedInput, KdissectError
 from kdissect.run.parallel import decode_share, discard, finish_capture, share_name
-from kdissect.run.source import DecodeOptions, keylog_files, ports_option
+from kdissect.run.source import DecodeOptions
 from kdissect.spark.tasks import (Task, exception_line, expand_captures, not_a_capture_table, plan, shares_by_size,
                                   spark_schema)
 
@@ -69,19 +69,15 @@ def _flag(options: dict[str, str], name: str) -> bool:
 
 def decode_options(options: dict[str, str]) -> DecodeOptions:
     """Reader options -> the decode options ``kdissect decode`` would use."""
-    table = options.get("table", "exchanges")
-    record_bytes = _flag(options, "record_bytes")
-    mib = options.get("max_decompressed")
-    extra = {"max_decompressed": int(mib) << 20} if mib else {}
-    keylogs = [p for p in options.get("tls_keylog", "").split(",") if p]
-    rotated = _flag(options, "rotated") if "rotated" in options else True
-    payload = {"schemas": options.get("schemas") or None, "schema_registry": options.get("schema_registry") or None,
-               "validate_json": _flag(options, "validate_json")}
-    decoding = bool(payload["schemas"] or payload["schema_registry"] or payload["validate_json"])
-    return DecodeOptions(ports=ports_option(options.get("ports")), keep_secrets=_flag(options, "keep_secrets"),
-                         records=table == "records" or record_bytes or _flag(options, "records") or decoding,
-                         record_bytes=record_bytes, tls_keylog=keylog_files(keylogs), rotated=rotated, **payload,
-                         **extra)
+    return DecodeOptions.from_mapping({
+        "ports": options.get("ports"), "keep_secrets": _flag(options, "keep_secrets"),
+        # The records table is written only when records are decoded.
+        "records": options.get("table", "exchanges") == "records" or _flag(options, "records"),
+        "record_bytes": _flag(options, "record_bytes"), "max_decompressed": options.get("max_decompressed") or None,
+        "tls_keylog": [p for p in options.get("tls_keylog", "").split(",") if p],
+        "rotated": _flag(options, "rotated") if "rotated" in options else True,
+        "schemas": options.get("schemas"), "schema_registry": options.get("schema_registry"),
+        "validate_json": _flag(options, "validate_json")})
 
 
 @dataclass(frozen=True, slots=True)

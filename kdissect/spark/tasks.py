@@ -107,7 +107,7 @@ def group_captures(files: list[Path], rotated: bool = True,
 def plan(captures: list[Capture], shares: Callable[[int], int]) -> list[Task]:
     """The tasks of ``captures``: ``shares(size in bytes)`` tasks per capture, each one share of its connections."""
     from kdissect.dataset.writer import file_stem
-    from kdissect.run.decode import capture_size
+    from kdissect.run.shares import capture_size
     tasks = []
     for c in captures:
         n = max(1, shares(capture_size(c) or 0))

@@ -162,7 +162,7 @@ def test_an_exception_building_one_exchange_costs_that_exchange_alone(tmp_path: 
 
 
 _FAIL_RECORDS = """
-import kdissect.dataset.rows as r
+import kdissect.dataset.record_rows as r
 _real = r.decode_records
 class Broken:
     position = 99
@@ -258,6 +258,6 @@ def test_a_value_no_row_builder_checked_is_fitted_at_the_write_not_the_file_lost
 
 
 def test_failure_text_still_names_the_failure() -> None:
-    from kdissect.dataset.rows import _failure_text
+    from kdissect.dataset.failures import failure_text
     req = Request(0, 3, 1, "c", 100, 1, 1, 1, {}, DecodeFailure("DecodeLimit", "topics: 1 of 9", 12))
-    assert _failure_text(Exchange(req, None, Status.NO_RESPONSE)) == "request: DecodeLimit at byte 12: topics: 1 of 9"
+    assert failure_text(Exchange(req, None, Status.NO_RESPONSE)) == "request: DecodeLimit at byte 12: topics: 1 of 9"

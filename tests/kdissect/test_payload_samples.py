@@ -354,7 +354,7 @@ def test_jobs_learn_schemas_across_shares_as_one_process_does(tmp_path: Path, jo
     ["doctor", "x.pcap", "--schemas", "s/"],
 ])
 def test_every_command_takes_the_payload_options_and_they_imply_records(argv) -> None:
-    from kdissect.commands.cli import build_parser
+    from kdissect.commands.parser import build_parser
     from kdissect.run.source import DecodeOptions
     args = build_parser(argv[0]).parse_args(argv)
     options = DecodeOptions.from_args(args)

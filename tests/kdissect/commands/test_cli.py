@@ -51,7 +51,7 @@ def test_help_teaches() -> None:
 def test_commands_that_read_no_capture_start_without_importing_capture() -> None:
     """analyze, spark-server and --help need neither capture nor the dissector: their import was a sixth of
     a second of every start."""
-    code = ("import sys; from kdissect.commands.cli import build_parser; build_parser('analyze'); "
+    code = ("import sys; from kdissect.commands.parser import build_parser; build_parser('analyze'); "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'capture', 'dissector'}))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
                        env={**os.environ, "PYTHONPATH": str(REPO)})

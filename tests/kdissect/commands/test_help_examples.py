@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import kdissect
-from kdissect.commands.cli import build_parser
+from kdissect.commands.parser import build_parser
 
 from tests.kdissect.conftest import REPO, SAMPLES
 from tests.kdissect.commands.test_cli import no_stack_trace

@@ -189,7 +189,7 @@ def test_a_decode_imports_neither_pandas_nor_pyarrow_before_its_first_row_group(
     # Start-up is most of a small capture's decode: what it does not need, it does not import.
     code = """
 import sys
-from kdissect.commands.cli import build_parser
+from kdissect.commands.parser import build_parser
 from kdissect.run.decode import decode_files
 from kdissect.run.source import DecodeOptions, open_capture_run
 run = open_capture_run(sys.argv[1], DecodeOptions())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kdissect.dataset.writer import TABLES, CaptureWriter, file_stem, prepare_outdir
-from kdissect.run.decode import row_options, run_into
+from kdissect.run.decode import run_into
 from kdissect.metrics.fold import Family, MetricsFold
 from kdissect.metrics.parquet import ParquetFold, fold_files
 from kdissect.run.source import DecodeOptions, open_capture_run
@@ -24,7 +24,7 @@ def live_fold(pcaps: list[Path], out: Path, max_series: int = 1000,
     for pcap in pcaps:
         run = open_capture_run(pcap, options, messages=False)
         try:
-            w = CaptureWriter(out, pcap.name, file_stem(pcap), row_options(options), run.pipeline.topics,
+            w = CaptureWriter(out, pcap.name, file_stem(pcap), options.row_options(), run.pipeline.topics,
                               metrics=fold)
             run_into(run, w)
             files += w.commit()

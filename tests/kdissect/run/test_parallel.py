@@ -14,7 +14,8 @@ import pytest
 from capture import open_capture
 from capture.shard import Share
 from kdissect.dataset.writer import TABLES, file_stem, prepare_outdir
-from kdissect.run.decode import capture_shares, decode_files, estimate_packets, shares_for
+from kdissect.run.decode import decode_files
+from kdissect.run.shares import capture_shares, estimate_packets, shares_for
 from kdissect.run.parallel import decode_share, finish_capture
 from kdissect.run.source import DecodeOptions
 

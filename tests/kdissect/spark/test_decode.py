@@ -96,7 +96,7 @@ def reference(inputs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_spark_decode_writes_the_dataset_decode_writes(spark, inputs: Path, reference: Path, tmp_path: Path) -> None:
-    from kdissect.spark.decode import spark_decode
+    from kdissect.spark.driver import spark_decode
     warnings: list[str] = []
     result = spark_decode(spark, [inputs], tmp_path, DecodeOptions(), warn=warnings.append)
     assert len(SAMPLES + PUBLIC) >= 20
@@ -122,7 +122,7 @@ def test_spark_decode_writes_the_dataset_decode_writes(spark, inputs: Path, refe
 def test_four_shards_of_a_capture_with_hundreds_of_connections_give_the_rows_of_one(spark, tmp_path: Path) -> None:
     """150 librdkafka producers against tansu, captured: 300+ connections spread over 4 Spark tasks."""
     pytest.importorskip("confluent_kafka")
-    from kdissect.spark.decode import spark_decode
+    from kdissect.spark.driver import spark_decode
     from tests.brokers import run_tansu, tcpdump
     from tests.kdissect.run.test_parallel import _CLIENTS
     port = free_port()
@@ -143,7 +143,7 @@ def test_four_shards_of_a_capture_with_hundreds_of_connections_give_the_rows_of_
 
 def test_shards_give_the_rows_of_one(spark, inputs: Path, reference: Path, tmp_path: Path) -> None:
     """The largest sample, and one whose topic ids are named on another connection, in 4 shares each."""
-    from kdissect.spark.decode import spark_decode
+    from kdissect.spark.driver import spark_decode
     picked = [inputs / "group-rebalance.pcap", inputs / "mock-transactions.pcap"]
     spark_decode(spark, picked, tmp_path, DecodeOptions(), shards=4)
     assert len(list((tmp_path / "exchanges").glob("*-4of4.parquet"))) == 2
@@ -184,7 +184,7 @@ def test_data_source_names_topics_across_shards(spark, inputs: Path, reference: 
 
 def test_gzipped_rotations_are_looked_at_by_spark_tasks_and_decode_as_one(spark, tmp_path: Path) -> None:
     import gzip
-    from kdissect.spark.decode import spark_decode
+    from kdissect.spark.driver import spark_decode
     for f in editcap_split(REPO / "samples" / "mixed.pcap", tmp_path / "rot", 40):
         f.with_name(f.name + ".gz").write_bytes(gzip.compress(f.read_bytes()))
         f.unlink()
@@ -306,7 +306,7 @@ PAYLOADS = REPO / "samples" / "payloads"
 def test_spark_decode_and_the_data_source_decode_record_payloads(spark, tmp_path: Path) -> None:
     """--schemas through spark-decode and the data source's ``schemas`` option: the rows decode gives;
     and schemas learnt from _schemas records on one share reach the values of another (spark-decode)."""
-    from kdissect.spark.decode import spark_decode
+    from kdissect.spark.driver import spark_decode
     from kdissect.spark.source import register
     avro = PAYLOADS / "avro" / "avro.pcap"
     options = DecodeOptions(records=True, schemas=str(PAYLOADS / "avro" / "schemas"))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kdissect.spark.decode import job_failure
+from kdissect.spark.driver import job_failure
 from kdissect.spark.fingerprint import PACKAGES, SOURCES, fingerprint
 from kdissect.spark.tasks import Task
 
