@@ -56,7 +56,7 @@ def topics_of(msg: Request | Response, kind: str, names: TopicRegistry | None = 
 
 
 # A Fetch that returned no records after waiting this share of its max_wait_ms is an idle long-poll: the
-# broker waited as asked, which is no latency. analysis/latency.py's ``classified`` draws the same line.
+# broker waited as asked, which is no latency. analysis/jobs/latency.py's ``classified`` draws the same line.
 IDLE_FRACTION = 0.9
 FETCH = 1
 
