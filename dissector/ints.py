@@ -9,6 +9,9 @@ makes sure the bytes are there (or, compiled, lets the bounds check raise IndexE
 
 from __future__ import annotations
 
+I64_MIN = -(1 << 63)
+I64_MAX = (1 << 63) - 1
+
 
 def be_int(buf: bytes | bytearray | memoryview, p: int, size: int) -> int:
     """The signed integer of ``size`` bytes at ``p``. Starting from the sign-extended first byte,

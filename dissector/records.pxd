@@ -1,31 +1,11 @@
-# Compiled build only (setup.py): the summary every records field gets, as an extension type, so
-# that building it and reading it back into the body's JSON run in C (issue #8). records.py stays
-# the only source; pure Python ignores this file.
-
-cdef class RecordsSummary:
-    cdef public object total_bytes, magics, batch_count, record_count, legacy_wrappers, first_offset
-    cdef public object last_offset, first_timestamp, max_timestamp, codec, producer_id, producer_epoch
-    cdef public object base_sequence, transactional, control, crc_checked, crc_failures, partial_tail
-    cdef public object tail_bytes, error, error_offset, first_crc, data, out_of_range
-
 cimport cython
 
-from dissector.ints cimport be_int, be_uint
-from hotpath._speedups cimport crc32c_of, summary_json
+from dissector.batchheader cimport BatchHeader, entry_end
+from dissector.summary cimport RecordsSummary
 
-# Constants of the batch header's checks, as C integers.
-cdef Py_ssize_t _V2_MIN_LENGTH, _V2_CRC_FROM, _MIN_RECORD
-cdef long long _I64_TOP, _I64_BOTTOM
+cdef Py_ssize_t MIN_RECORD, V2_HEADER
+cdef unsigned long long _U32, _U64
 
-# The batch header's fields as C integers; the last offset, a sum that may leave int64, is checked
-# before it is made (first, last and last_offset stay Python objects: a legacy wrapper's may be None).
-@cython.locals(b=bytes, n=Py_ssize_t, pos=Py_ssize_t, end="long long", length="long long", magic=int,
-               magic_mask=int, batches=Py_ssize_t, records="long long", wrappers=Py_ssize_t, unopened=Py_ssize_t,
-               codec="long long", c="long long", attrs="long long", lod="long long", base_ts="long long",
-               max_t="long long", count="long long", crc="long long", offset="long long", s=RecordsSummary)
-cpdef object _summarize(object data, object check_crc, object max_decompressed)
-
-# With --records, these are built per batch and record.
 cdef class ControlRecord:
     cdef public object version, type, type_name, value_version, coordinator_epoch
 
@@ -41,3 +21,19 @@ cdef class RecordBatch:
 
 cdef class RecordSet:
     cdef public object batches, total_bytes, partial_tail, tail_bytes, error, error_offset
+
+@cython.locals(c="long long", attrs="long long", count="long long")
+cpdef RecordBatch _decode_batch(bytes buf, Py_ssize_t pos, Py_ssize_t end, BatchHeader h, object budget,
+                                object check_crc, object strict)
+
+@cython.locals(b=int)
+cdef (long long, Py_ssize_t) _varint(bytes buf, Py_ssize_t pos, int width) except *
+
+@cython.locals(result="unsigned long long", shift=int, i=Py_ssize_t, b="unsigned long long")
+cdef (long long, Py_ssize_t) _long_varint(bytes buf, Py_ssize_t pos, int width) except *
+
+@cython.locals(count="long long", records=list, rec_start=Py_ssize_t, near_end=bint, lost=Py_ssize_t,
+               length="long long", rec_end=Py_ssize_t, attrs=int, ts_delta="long long", off_delta="long long",
+               n="long long", hk="long long", hv="long long", control=bint,
+               _="long long", _h="long long")
+cpdef _parse_records(bytes buf, Py_ssize_t pos, Py_ssize_t end, RecordBatch batch)

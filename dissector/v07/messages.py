@@ -25,7 +25,8 @@ from typing import Any
 
 from dissector.codecs import Budget, BytesMode, codec_name, render_bytes
 from dissector.errors import RecordsBadLength, RecordsError, RecordsUnderflow
-from dissector.records import DEFAULT_MAX_DECOMPRESSED, I64_MAX, OUT_OF_RANGE, RecordsSummary
+from dissector.ints import I64_MAX
+from dissector.records import DEFAULT_MAX_DECOMPRESSED, OUT_OF_RANGE, RecordsSummary
 
 __all__ = ["Message07", "MessageSet07", "MessageSetSummary", "decode_message_set", "summarize",
            "message_set_extent", "MIN_LENGTH"]
