@@ -18,6 +18,13 @@ Every rule about a connection's state lives in this file:
 
 Nothing here raises on bad bytes: failures become ``Anomaly`` events or a
 ``DecodeFailure`` on the message that kept everything decoded before it.
+
+Compiled (``connection.pxd``), the connection and its sides are extension types
+whose state is read from C structs. In ``_frames``, ``b`` is a pointer into the
+bytes, so frames are copied straight out of it rather than sliced through
+Python's protocol, and ``_request``/``_response`` are called by name, which are
+C calls (a bound method chosen once would not be). The walk over ``_pending``
+for its oldest request is a C loop.
 """
 
 from __future__ import annotations
@@ -348,8 +355,6 @@ class Connection:
         """Cut complete frames off ``buf``; keep the incomplete tail."""
         if type(buf) is not bytes:
             buf = bytes(buf)
-        # Compiled, ``b`` is a pointer into ``buf`` (connection.pxd): the frames are copied
-        # straight out of it, within the ``n`` bytes, rather than sliced through Python's protocol.
         b = buf
         pos = 0
         n = len(buf)
@@ -367,7 +372,6 @@ class Connection:
                 side.keep(buf[pos:] if pos else buf, first_ts)
                 side.need = size + 4
                 return
-            # Called by name, not through a bound method chosen once: compiled, these are C calls.
             if to_broker:
                 self._request(b[pos + 4:end], first_ts, ts, side.offset + pos, out)
             else:
@@ -508,7 +512,7 @@ class Connection:
                                {"latency_ns": first_ts - req.last_ts}))
         pending = self._pending
         while seq > self._older_from and pending:
-            for first in pending:       # the oldest request still waiting (a C loop when compiled)
+            for first in pending:       # the oldest request still waiting
                 break
             if pending[first][0] > seq:
                 break

@@ -13,6 +13,9 @@ again).
 Two entry points, as for the later formats in :mod:`dissector.records`:
 :func:`summarize` walks top-level headers only and never decompresses;
 :func:`decode_message_set` decodes everything with the shared bomb cap.
+
+:class:`MessageSetSummary` has no slots: compiled, its base is an extension type
+whose fields a slot of the same name would shadow (see also ``messages.pxd``).
 """
 
 from __future__ import annotations
@@ -105,8 +108,6 @@ class MessageSet07:
             yield from m.leaves()
 
 
-# Without slots: compiled, the base is an extension type whose fields a slot of the same name
-# would shadow.
 @dataclass
 class MessageSetSummary(RecordsSummary):
     """A :class:`RecordsSummary` of a 0.7 message set; ``base_offset`` is the fetch offset, if known."""
