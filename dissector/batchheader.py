@@ -3,7 +3,8 @@
 Every entry, a v2 batch or a legacy message (magic 0/1), starts with ``int64 offset, int32 length``
 and has its magic byte at offset 16; :func:`entry_end` is the one reading of that prefix. A v2 batch
 then has a fixed 61-byte header (KIP-98), read by :meth:`BatchHeader.read` alone: the summary of every
-records field (:mod:`dissector.summary`) and the full decode (:mod:`dissector.records`) both use it.
+records field (:func:`dissector.records.summarize`) and the full decode (:mod:`dissector.recordset`)
+both use it.
 
 Compiled (``batchheader.pxd``), :class:`BatchHeader` holds C integers, read byte by byte with
 :mod:`dissector.ints`, and is filled in place, so that a walk over many batches allocates one. A

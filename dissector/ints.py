@@ -1,4 +1,4 @@
-"""Big-endian integers read byte by byte, for the compiled hot path (issue #8).
+"""Big-endian integers read byte by byte, for the compiled hot path (issue #8), and int64's bounds.
 
 A ``struct`` call costs ~700 instructions: argument parsing, a tuple, an int per field.
 Compiled with ``ints.pxd`` beside it, these are C functions: each byte read is a C
@@ -15,6 +15,10 @@ from __future__ import annotations
 
 I64_MIN = -(1 << 63)
 I64_MAX = (1 << 63) - 1
+# Offsets and timestamps are int64 on the wire and in the dataset, but some are sums of wire values
+# (base offset + delta, base timestamp + delta) that a hostile or broken peer can push past int64.
+# Such a sum is None, and a note starting with OUT_OF_RANGE says so (``out_of_range`` anomalies).
+OUT_OF_RANGE = "out of range"
 
 
 def be_int(buf: bytes | bytearray | memoryview, p: int, size: int) -> int:

@@ -1,39 +1,20 @@
 cimport cython
 
 from dissector.batchheader cimport BatchHeader, entry_end
-from dissector.summary cimport RecordsSummary
+from dissector.ints cimport be_int
+from hotpath._speedups cimport summary_json
 
-cdef Py_ssize_t MIN_RECORD, V2_HEADER
-cdef unsigned long long _U32, _U64
+cdef long long _I64_TOP, _I64_BOTTOM
 
-cdef class ControlRecord:
-    cdef public object version, type, type_name, value_version, coordinator_epoch
+cdef class RecordsSummary:
+    cdef public object total_bytes, magics, batch_count, record_count, legacy_wrappers, first_offset
+    cdef public object last_offset, first_timestamp, max_timestamp, codec, producer_id, producer_epoch
+    cdef public object base_sequence, transactional, control, crc_checked, crc_failures, partial_tail
+    cdef public object tail_bytes, error, error_offset, first_crc, data, out_of_range
 
-cdef class Record:
-    cdef public object offset, timestamp, key, value, headers, offset_delta, timestamp_delta, attributes, length
-    cdef public object control
-
-cdef class RecordBatch:
-    cdef public object position, base_offset, batch_length, partition_leader_epoch, magic, crc, crc_valid
-    cdef public object attributes, codec, timestamp_type, transactional, control, delete_horizon
-    cdef public object last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch
-    cdef public object base_sequence, record_count, records, decompressed_size, error, out_of_range
-
-cdef class RecordSet:
-    cdef public object batches, total_bytes, partial_tail, tail_bytes, error, error_offset
-
-@cython.locals(c="long long", attrs="long long", count="long long")
-cpdef RecordBatch _decode_batch(bytes buf, Py_ssize_t pos, Py_ssize_t end, BatchHeader h, object budget,
-                                object check_crc, object strict)
-
-@cython.locals(b=int)
-cdef (long long, Py_ssize_t) _varint(bytes buf, Py_ssize_t pos, int width) except *
-
-@cython.locals(result="unsigned long long", shift=int, i=Py_ssize_t, b="unsigned long long")
-cdef (long long, Py_ssize_t) _long_varint(bytes buf, Py_ssize_t pos, int width) except *
-
-@cython.locals(count="long long", records=list, rec_start=Py_ssize_t, near_end=bint, lost=Py_ssize_t,
-               length="long long", rec_end=Py_ssize_t, attrs=int, ts_delta="long long", off_delta="long long",
-               n="long long", hk="long long", hv="long long", control=bint,
-               _="long long", _h="long long")
-cpdef _parse_records(bytes buf, Py_ssize_t pos, Py_ssize_t end, RecordBatch batch)
+# first_offset, last_offset and first_ts stay Python objects: a legacy wrapper's may be None.
+@cython.locals(b=bytes, n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, magic=int, magic_mask=int, batches=Py_ssize_t,
+               records="long long", wrappers=Py_ssize_t, unopened=Py_ssize_t, codec="long long", c="long long",
+               attrs="long long", lod="long long", max_t="long long", count="long long", offset="long long",
+               h=BatchHeader, s=RecordsSummary)
+cpdef object _summarize(object data, object check_crc, object max_decompressed)

@@ -202,7 +202,7 @@ def test_py_locals_are_the_functions_locals() -> None:
 def test_the_parser_reads_every_typed_function() -> None:
     # As for the classes: a declaration the parser no longer reads would pass unchecked.
     found = {(p.stem, name) for p in locals_pxd_files() for name, _ in typed_locals(p)}
-    assert {("connection", "Connection._frames"), ("summary", "_summarize"), ("records", "_parse_records"),
+    assert {("connection", "Connection._frames"), ("records", "_summarize"), ("recordset", "_parse_records"),
             ("ints", "be_int"),
             ("avrofast", "Program.varint")} <= found
     assert sum(len(typed) for p in locals_pxd_files() for _, typed in typed_locals(p)) >= 200
