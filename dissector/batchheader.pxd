@@ -1,3 +1,4 @@
+# Compiled build only (setup.py); batchheader.py stays the only source, and its docstring says what this file changes.
 cimport cython
 from dissector.ints cimport be_int, be_uint
 from hotpath._speedups cimport crc32c_of

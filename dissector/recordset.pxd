@@ -1,3 +1,4 @@
+# Compiled build only (setup.py); recordset.py stays the only source, and its docstring says what this file changes.
 cimport cython
 
 from dissector.batchheader cimport BatchHeader, entry_end
