@@ -13,5 +13,6 @@ cdef class BatchHeader:
     cdef public long long base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, record_count
 
     cpdef read(self, bytes b, Py_ssize_t pos)
+    @cython.locals(got="long long")
     cpdef bint crc_matches(self, bytes b, Py_ssize_t pos) except -1
     cpdef bint count_fits(self)

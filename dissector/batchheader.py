@@ -7,7 +7,8 @@ records field (:func:`dissector.records.summarize`) and the full decode (:mod:`d
 both use it.
 
 Compiled (``batchheader.pxd``), :class:`BatchHeader` holds C integers, read byte by byte with
-:mod:`dissector.ints`, and is filled in place, so that a walk over many batches allocates one. A
+:mod:`dissector.ints`, and is filled in place, so that a walk over many batches allocates one, made
+without its ``__init__`` (``BatchHeader.__new__``): the dataclass call costs more than the whole read. A
 constant whose name starts with ``_`` is the public one's C twin: compiled, a ``.pxd``'s C global is no
 module attribute, and the modules importing the public one declare their own C copies the same way.
 """
@@ -87,7 +88,8 @@ class BatchHeader:
 
     def crc_matches(self, b: bytes, pos: int) -> bool:
         """Whether the CRC-32C of the batch at ``pos`` is the one its header sent."""
-        return crc32c_of(b, pos + _V2_CRC_FROM, pos + 12 + self.batch_length) == self.crc
+        got = crc32c_of(b, pos + _V2_CRC_FROM, pos + 12 + self.batch_length)
+        return got == self.crc
 
     def count_fits(self) -> bool:
         """Whether the declared record count fits in the batch's bytes as they are (uncompressed) and is not negative."""

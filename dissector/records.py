@@ -180,7 +180,7 @@ def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max
     partial = False
     err: str | None = None
     out_of_range: str | None = None
-    h = BatchHeader()
+    h = BatchHeader.__new__(BatchHeader)
     while pos < n:
         try:
             end = entry_end(b, pos, n)

@@ -238,7 +238,7 @@ def decode_records(
     n = len(buf)
     out = RecordSet([], n)
     budget = Budget(max_decompressed)
-    header = BatchHeader()
+    header = BatchHeader.__new__(BatchHeader)
     pos = 0
     while pos < n:
         try:
