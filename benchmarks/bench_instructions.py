@@ -95,7 +95,8 @@ def count(checkout: Path, index: int, capture: Path, work: Path, records: bool) 
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     proc = subprocess.run([need("valgrind", "valgrind"), "--tool=callgrind", f"--callgrind-out-file={profile}",
                            sys.executable, "-m", "kdissect", "decode", "-q", "--jobs", "1", "-o", str(out),
-                           *(["--records"] if records else []), str(capture)], cwd=checkout, env=env, capture_output=True, text=True)
+                           *(["--records"] if records else []), str(capture)],
+                          cwd=checkout, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"decode under valgrind failed ({proc.returncode}) in {checkout}:\n{proc.stderr[-2000:]}")
     listing = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(profile)], capture_output=True,

@@ -92,5 +92,6 @@ class BatchHeader:
         return got == self.crc
 
     def count_fits(self) -> bool:
-        """Whether the declared record count fits in the batch's bytes as they are (uncompressed) and is not negative."""
+        """Whether the declared record count is not negative and fits in the batch's bytes as they are
+        (uncompressed)."""
         return 0 <= self.record_count <= (self.batch_length - _V2_MIN_LENGTH) // _MIN_RECORD

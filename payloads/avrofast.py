@@ -1,8 +1,8 @@
 """Avro values read straight from their bytes: the one reader of every Avro value.
 
 A topic repeats one schema millions of times, so a schema (as fastavro parses it) is translated once
-into a small program of tuples, and each value is read by one loop over it. The values are those fastavro's reader gives (the same dicts,
-lists, ``datetime``/``date``, bytes for ``bytes`` and ``fixed``), rendered by
+into a small program of tuples, and each value is read by one loop over it. The values are those
+fastavro's reader gives (the same dicts, lists, ``datetime``/``date``, bytes for ``bytes`` and ``fixed``), rendered by
 :func:`payloads.render.to_json`; ``tests/payloads/test_avrofast.py`` holds the two to the same JSON.
 A union of several named types (records, enums, fixed) gives such a value as ``{"<full name>": value}``.
 Logical types other than ``timestamp-millis``, ``timestamp-micros`` and ``date`` are converted by the
