@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Instructions per exchange of ``kdissect decode --jobs 1``, by part, counted by valgrind.
 
-    python benchmarks/bench_instructions.py CAPTURE [--packets 10000,40000] [--against CHECKOUT]
+    python benchmarks/bench_instructions.py CAPTURE [--packets 10000,40000] [--against CHECKOUT] [--records]
 
 Wall-clock time on a shared or virtual machine drifts by tens of percent from one
 minute to the next, enough to hide or invent a 10 % change. Instruction counts
@@ -16,6 +16,10 @@ worktree of an older commit, built in place with
 ``python setup.py build_ext --inplace``. Each checkout runs its own code, found
 first on ``PYTHONPATH``. Bytecode is compiled beforehand, so neither pays for
 compiling ``.py`` files.
+
+``--records`` decodes with ``kdissect decode --records``: every record batch is then decoded
+(``decode_records``) and written to the records table, where without it only the batch headers
+are read (``summarize``).
 
 Slow: about 50 times the decode's own time per slice.
 Needs valgrind and editcap: ``apt-get install valgrind tshark``.
@@ -54,6 +58,8 @@ PARTS = [
     ("  RowBuilder.exchange", _method("kdissect.dataset.rows", "RowBuilder", "exchange")),
     ("    JSON bodies (orjson)", r"\?\?\?:dumps "),
     ("    RowBuilder._partitions", _method("kdissect.dataset.rows", "RowBuilder", "_partitions")),
+    # dissector.records until the full decode had its own module: either, to measure across the move
+    ("      decode_records (--records)", r"__pyx_pw_9dissector_(?:7records|9recordset)_\d+decode_records "),
     ("  Arrow conversion", r"__pyx_pw_8kdissect_7columns_\d+to_arrow "),
     ("  Parquet write_table", r"ParquetWriter_\d+write_table"),
 ]
@@ -83,7 +89,7 @@ def prepare(checkout: Path) -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], check=True, capture_output=True)
 
 
-def count(checkout: Path, index: int, capture: Path, work: Path) -> tuple[dict[str, int], int]:
+def count(checkout: Path, index: int, capture: Path, work: Path, records: bool) -> tuple[dict[str, int], int]:
     """Inclusive instructions per part of one decode, and the exchanges it wrote."""
     tag = f"{index}-{capture.stem}"
     out, profile = work / f"out-{tag}", work / f"callgrind-{tag}"
@@ -91,7 +97,8 @@ def count(checkout: Path, index: int, capture: Path, work: Path) -> tuple[dict[s
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     proc = subprocess.run([need("valgrind", "valgrind"), "--tool=callgrind", f"--callgrind-out-file={profile}",
                            sys.executable, "-m", "kdissect", "decode", "-q", "--jobs", "1", "-o", str(out),
-                           str(capture)], cwd=checkout, env=env, capture_output=True, text=True)
+                           *(["--records"] if records else []), str(capture)],
+                          cwd=checkout, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"decode under valgrind failed ({proc.returncode}) in {checkout}:\n{proc.stderr[-2000:]}")
     listing = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(profile)], capture_output=True,
@@ -105,12 +112,12 @@ def count(checkout: Path, index: int, capture: Path, work: Path) -> tuple[dict[s
     return parts, exchanges
 
 
-def per_exchange(checkout: Path, index: int, small: Path, large: Path,
-                 work: Path) -> tuple[dict[str, float], float, int]:
+def per_exchange(checkout: Path, index: int, small: Path, large: Path, work: Path,
+                 records: bool) -> tuple[dict[str, float], float, int]:
     """(instructions per extra exchange by part, start-up instructions, extra exchanges)."""
     prepare(checkout)
-    a, n_a = count(checkout, index, small, work)
-    b, n_b = count(checkout, index, large, work)
+    a, n_a = count(checkout, index, small, work, records)
+    b, n_b = count(checkout, index, large, work, records)
     if n_b <= n_a:
         sys.exit(f"the larger slice has no more exchanges than the smaller ({n_b} vs {n_a}): use more packets")
     extra = n_b - n_a
@@ -124,15 +131,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("capture", type=Path)
     ap.add_argument("--packets", default="10000,40000", help="packets in the two slices (default 10000,40000)")
     ap.add_argument("--against", type=Path, help="another checkout, built in place, to measure beside this one")
+    ap.add_argument("--records", action="store_true", help="decode every record batch (kdissect decode --records)")
     args = ap.parse_args(argv)
     small_n, large_n = (int(x) for x in args.packets.split(","))
     checkouts = [ROOT] + ([args.against.resolve()] if args.against else [])
     with tempfile.TemporaryDirectory(prefix="kd-instr-") as tmp:
         work = Path(tmp)
         small, large = cut(args.capture, small_n, work), cut(args.capture, large_n, work)
-        results = [per_exchange(c, i, small, large, work) for i, c in enumerate(checkouts)]
+        results = [per_exchange(c, i, small, large, work, args.records) for i, c in enumerate(checkouts)]
     names = [c.name if c != ROOT else "this checkout" for c in checkouts]
-    print(f"{args.capture.name}: packets {small_n} and {large_n}, {results[0][2]:,} exchanges apart")
+    print(f"{args.capture.name}{' with --records' if args.records else ''}: packets {small_n} and {large_n}, "
+          f"{results[0][2]:,} exchanges apart")
     print(f"{'thousands of instructions per exchange':40s}" + "".join(f"{n[:14]:>16s}" for n in names))
     for label, _ in PARTS:
         row = "".join(f"{r[0][label] / 1e3:16.1f}" for r in results)

@@ -359,6 +359,9 @@ def _lz4_frame(data: bytes, start: int, limit: int) -> tuple[bytes, int]:
 
 # --- budget across one decode call ---------------------------------------------
 
+DEFAULT_MAX_DECOMPRESSED = 64 * 1024 * 1024    # per decode call, all of its batches together
+
+
 @dataclass
 class Budget:
     """Decompressed bytes still allowed in one decode call (shared by all its batches)."""

@@ -6,7 +6,7 @@ Every rule about a connection's state lives in this file:
   the next byte it receives starts a frame. It starts synced when the caller saw
   the connection open, unsynced when the capture began mid-stream, and loses
   sync when bytes are lost across a frame boundary. An unsynced side searches
-  for a frame it can prove (see ``_resync_*``) and drops what came before.
+  for a frame it can prove (see :mod:`dissector.resync`) and drops what came before.
 * A gap that ends inside a frame of known size does not lose sync: the frame is
   reported truncated and the rest of it is skipped.
 * Requests wait in ``_pending`` (insertion order = send order) until the
@@ -18,6 +18,13 @@ Every rule about a connection's state lives in this file:
 
 Nothing here raises on bad bytes: failures become ``Anomaly`` events or a
 ``DecodeFailure`` on the message that kept everything decoded before it.
+
+Compiled (``connection.pxd``), the connection and its sides are extension types
+whose state is read from C structs. In ``_frames``, ``b`` is a pointer into the
+bytes, so frames are copied straight out of it rather than sliced through
+Python's protocol, and ``_request``/``_response`` are called by name, which are
+C calls (a bound method chosen once would not be). The walk over ``_pending``
+for its oldest request is a C loop.
 """
 
 from __future__ import annotations
@@ -43,12 +50,9 @@ from dissector.events import (
 )
 from dissector.framing import (
     DEFAULT_MAX_FRAME,
-    MAX_PAD,
-    find_request_frame,
     known_request,
     parse_request_header,
     parse_response_header,
-    plausible_request_header,
     request_frame_decodes,
     response_header_version,
 )
@@ -56,17 +60,16 @@ from dissector.held import STEP as HELD_STEP
 from dissector.infer import Inference, infer_response
 from dissector.ints import be_int
 from dissector.redact import needs_redaction, redact
+from dissector.resync import RESYNC_KEEP, find_request, find_response, resync_detail
 from dissector.topics import TEACHING_APIS, TopicRegistry
 
 _I32 = struct.Struct(">i").unpack_from
-_PACK_I32 = struct.Struct(">i").pack
 TO_BROKER = Direction.TO_BROKER
 TO_CLIENT = Direction.TO_CLIENT
 # Bound once: an enum member looked up on its class costs ~80 ns, and every response needs one.
 _OK, _MALFORMED = Status.OK, Status.MALFORMED
 _NONE: tuple = ()
 _GROUP_APIS = frozenset({11, 14, 15})
-_RESYNC_KEEP = 1 << 20   # bytes an unsynced side keeps while it looks for a frame it can prove
 _FULL_INFERENCES = 64    # orphans per connection given a full search before shortcuts start
 _REQUEST_COST = 1024     # bytes a waiting decoded request costs besides its frame (objects, body dict)
 _HELD_STEP = HELD_STEP   # see dissector/held.py
@@ -140,17 +143,6 @@ class _Side:
         self.have = len(rest)
         self.first_ts = ts
 
-
-
-def resync_detail(direction: Direction, skipped: int, joined: bool, generation: str) -> str:
-    """What a resync anomaly says: after a mid-stream start it is no error, and reads so."""
-    if joined:
-        what = "requests" if direction == TO_BROKER else "responses"
-        rest = f", after {skipped} bytes of an earlier one" if skipped else ""
-        return f"the capture joined this connection mid-stream: {what} read from the first {generation}frame{rest}"
-    if skipped:
-        return f"skipped {skipped} bytes to the next provable {generation}frame"
-    return f"found a {generation}frame boundary"
 
 
 def _api_name(api_key: int) -> str:
@@ -363,8 +355,6 @@ class Connection:
         """Cut complete frames off ``buf``; keep the incomplete tail."""
         if type(buf) is not bytes:
             buf = bytes(buf)
-        # Compiled, ``b`` is a pointer into ``buf`` (connection.pxd): the frames are copied
-        # straight out of it, within the ``n`` bytes, rather than sliced through Python's protocol.
         b = buf
         pos = 0
         n = len(buf)
@@ -382,7 +372,6 @@ class Connection:
                 side.keep(buf[pos:] if pos else buf, first_ts)
                 side.need = size + 4
                 return
-            # Called by name, not through a bound method chosen once: compiled, these are C calls.
             if to_broker:
                 self._request(b[pos + 4:end], first_ts, ts, side.offset + pos, out)
             else:
@@ -523,7 +512,7 @@ class Connection:
                                {"latency_ns": first_ts - req.last_ts}))
         pending = self._pending
         while seq > self._older_from and pending:
-            for first in pending:       # the oldest request still waiting (a C loop when compiled)
+            for first in pending:       # the oldest request still waiting
                 break
             if pending[first][0] > seq:
                 break
@@ -677,12 +666,14 @@ class Connection:
             side.keep(data, ts)
         buf = side.take()
         if direction == TO_BROKER:
-            at, waiting = self._resync_request(buf)
+            at, waiting = find_request(buf, self.options.max_frame_size, self._decoders)
         else:
-            at, waiting = self._resync_response(buf, segment_start)
+            infer = self._infer if self.options.infer_orphans else None
+            at, waiting = find_response(buf, segment_start, self._pending, self.options.max_frame_size,
+                                        self._decoders, infer)
         if at is None:
             # Keep a tail in which a frame header may straddle the next segment.
-            keep = buf[-_RESYNC_KEEP:] if waiting else buf[-13:]
+            keep = buf[-RESYNC_KEEP:] if waiting else buf[-13:]
             side.offset += len(buf) - len(keep)
             side.keep(keep, ts)
             return
@@ -696,64 +687,3 @@ class Connection:
         side.offset += at
         side.synced = True
         self._frames(direction, side, buf[at:] if at else buf, ts, ts, out)
-
-    def _resync_request(self, buf: bytes) -> tuple[int | None, int]:
-        """(offset of a proven request frame, 0) or (offset of a candidate, bytes it needs)."""
-        max_frame = self.options.max_frame_size
-        pos = 0
-        while True:
-            at = find_request_frame(buf, pos, max_frame)
-            if at is None:
-                return None, 0
-            size = plausible_request_header(buf, at, max_frame)
-            assert size is not None
-            if at + 4 + size > len(buf):
-                if size + 4 <= _RESYNC_KEEP or at == 0:
-                    return at, size + 4
-                pos = at + 1
-                continue
-            if request_frame_decodes(buf[at + 4:at + 4 + size], self._decoders):
-                return at, 0
-            pos = at + 1
-
-    def _resync_response(self, buf: bytes, segment_start: int) -> tuple[int | None, int]:
-        """A response is proven by the correlation id of a waiting request and a body that decodes."""
-        best: int | None = None
-        best_wait = 0
-        for corr, (_, req) in self._pending.items():
-            needle = _PACK_I32(corr)
-            pos = buf.find(needle, 4)
-            while pos != -1 and (best is None or pos - 4 < best):
-                at = pos - 4
-                size = _I32(buf, at)[0]
-                if 4 <= size <= self.options.max_frame_size:
-                    if at + 4 + size > len(buf):
-                        if best is None or at < best:
-                            best, best_wait = at, size + 4
-                    elif self._response_decodes(buf[at + 4:at + 4 + size], req):
-                        best, best_wait = at, 0
-                        break
-                pos = buf.find(needle, pos + 1)
-        if best is not None:
-            return best, best_wait
-        if self.options.infer_orphans and not self._pending:
-            # Nothing to pair with (a one-sided or late-started capture): a response
-            # that starts a segment and ends exactly where the bytes end is likely
-            # whole; accept it only if exactly one api decodes it.
-            if len(buf) - segment_start >= 8:
-                size = _I32(buf, segment_start)[0]
-                if segment_start + 4 + size == len(buf):
-                    frame = buf[segment_start + 4:]
-                    if self._infer(frame) is not None:
-                        return segment_start, 0
-        return None, 0
-
-    def _response_decodes(self, frame: bytes, req: Request) -> bool:
-        if req.body is None:
-            return False
-        try:
-            _, body_offset, _ = parse_response_header(frame, response_header_version(req.api_key, req.api_version))
-        except DECODE_ERRORS:
-            return False
-        d = self._decoders.decode(req.api_key, "response", req.api_version, frame, body_offset)
-        return d is not None and d.failure is None and len(frame) - d.end <= MAX_PAD

@@ -5,6 +5,11 @@ whether a TCP connection speaks Kafka at all, and by the resync logic to find
 the next frame boundary after bytes were lost. A plausible request header is
 strong evidence: a size within bounds, a known api key with a version that key
 has, a non-negative correlation id and a printable client id.
+
+Compiled (``framing.pxd``), a request header's integers are read as C loads
+(:mod:`dissector.ints`) from the frame as typed ``bytes``, and the header-version
+tables are C-level dicts. Their keys stay defined for a garbled frame's negative
+api key or version, where a shift of a negative C integer would not be.
 """
 
 from __future__ import annotations
@@ -31,8 +36,7 @@ _H = struct.Struct(">h").unpack_from
 
 # Header versions per api key and version, keyed by api_key * 65536 + version: one int, not a
 # tuple to build and hash for every frame. Versions are below 2**15, so a negative api key or
-# version from a garbled frame gives a key no table holds (and, unlike a shift of a negative C
-# integer when compiled, the arithmetic is defined). Built once, read per frame.
+# version from a garbled frame gives a key no table holds. Built once, read per frame.
 _REQ_HEADER: dict[int, int] = {}
 _RESP_HEADER: dict[int, int] = {}
 for _key in schema.api_keys():
@@ -76,9 +80,9 @@ class RequestHeader:
 
 def parse_request_header(frame: bytes) -> RequestHeader:
     """Parse a request header from a frame (the bytes after the 4-byte size). Raises DECODE_ERRORS."""
-    b = frame if type(frame) is bytes else bytes(frame)     # typed bytes when compiled (framing.pxd)
+    b = frame if type(frame) is bytes else bytes(frame)
     size = len(b)
-    whole = size >= 10    # read in C (dissector.ints); a shorter frame fails in struct, as it always did
+    whole = size >= 10    # a shorter frame fails in struct, as it always did
     if whole:
         api_key, version, corr = be_int(b, 0, 2), be_int(b, 2, 2), be_int(b, 4, 4)
     else:

@@ -23,6 +23,7 @@ from typing import Any
 
 from dissector.codecs import Budget, BytesMode, codec_name, render_bytes
 from dissector.errors import RecordsBadLength, RecordsError, RecordsUnderflow
+from dissector.ints import I64_MAX, I64_MIN
 
 __all__ = ["LegacyMessage", "decode_message", "decode_message_set", "count_wrapper", "LEGACY_MIN_SIZE"]
 
@@ -31,7 +32,6 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 LEGACY_MIN_SIZE = (14, 22)  # message_size of a v0 / v1 message with null key and value
 _TS_TYPES = ("create_time", "log_append_time")
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1    # as dissector.records (which imports this module)
 
 
 @dataclass
@@ -101,7 +101,7 @@ def _shift(msgs: list[LegacyMessage], delta: int) -> int:
     for m in msgs:
         if m.offset is not None:
             m.offset += delta
-            if not _I64_MIN <= m.offset <= _I64_MAX:
+            if not I64_MIN <= m.offset <= I64_MAX:
                 m.offset = None
                 lost += 1
         if m.inner:

@@ -1,9 +1,8 @@
 """Avro values read straight from their bytes: the one reader of every Avro value.
 
 A topic repeats one schema millions of times, so a schema (as fastavro parses it) is translated once
-into a small program of tuples, and each value is read by one loop over it (compiled with
-``avrofast.pxd``: C reads of the bytes). The values are those fastavro's reader gives (the same dicts,
-lists, ``datetime``/``date``, bytes for ``bytes`` and ``fixed``), rendered by
+into a small program of tuples, and each value is read by one loop over it. The values are those
+fastavro's reader gives (the same dicts, lists, ``datetime``/``date``, bytes for ``bytes`` and ``fixed``), rendered by
 :func:`payloads.render.to_json`; ``tests/payloads/test_avrofast.py`` holds the two to the same JSON.
 A union of several named types (records, enums, fixed) gives such a value as ``{"<full name>": value}``.
 Logical types other than ``timestamp-millis``, ``timestamp-micros`` and ``date`` are converted by the
@@ -17,6 +16,10 @@ checked against the bytes left before anything is allocated, nesting stops at
 :data:`payloads.limits.MAX_DEPTH`, and a value that does not read is a
 :class:`~payloads.errors.ValueMismatch` saying what was wrong and at which byte (of the whole key or
 value, framing included).
+
+Compiled (``avrofast.pxd``), :class:`Program` is an extension type: its loop reads the bytes as C
+loads, and the limits it checks per value are attributes, C integers rather than a global's look-up.
+A count of -2**63 is refused before it is negated, which in C would leave it negative.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ class Program:
         self.end = 0
         self.depth = 0
         self.empties = 0
-        self.max_depth = MAX_DEPTH       # attributes: compiled, C ints rather than a global's look-up per value
+        self.max_depth = MAX_DEPTH
         self.empty_floor = MAX_EMPTY_ITEMS
 
     def read(self, data: bytes, start: int) -> Any:
@@ -238,7 +241,7 @@ class Program:
         at = self.pos
         n = self.varint()
         if n < 0:
-            if n < -9223372036854775807:        # -2**63: its negation is past 64 bits (negative again in C)
+            if n < -9223372036854775807:        # -2**63: its negation is past 64 bits
                 raise ValueMismatch(f"a block of {n} items at byte {at}")
             self.varint()
             n = -n

@@ -42,10 +42,11 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from dissector.connection import Options, resync_detail
+from dissector.connection import Options
 from dissector.held import STEP as HELD_STEP
 from dissector.held import HeldBytes
 from dissector.events import Anomaly, DecodeFailure, Direction, Event, Exchange, Status
+from dissector.resync import RESYNC_KEEP, resync_detail
 from dissector.topics import TopicRegistry
 from dissector.v07.events import V07Request, V07Response
 from dissector.v07.wire import (
@@ -66,7 +67,6 @@ from dissector.v07.wire import (
 _I32 = struct.Struct(">i").unpack_from
 TO_BROKER = Direction.TO_BROKER
 TO_CLIENT = Direction.TO_CLIENT
-_RESYNC_KEEP = 1 << 20     # the largest candidate frame an unsynced side waits for
 _REQUEST_COST = 1024       # bytes a waiting decoded request costs besides its frame
 _GONE_COST = 64            # ... and a placeholder for one given up
 _TAIL = 16                 # bytes kept after a fruitless search: a header may straddle segments
@@ -325,7 +325,7 @@ class V07Connection:
             at, need = find_request(buf, 0, max_frame, require_complete=True)
             if at is None:
                 at, need = find_request(buf, 0, max_frame, require_complete=False)
-                if at is not None and need > _RESYNC_KEEP:
+                if at is not None and need > RESYNC_KEEP:
                     at = None
         else:
             at, need = find_response(buf, 0, max_frame, self._response_kinds())

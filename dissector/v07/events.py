@@ -6,6 +6,9 @@ They are :class:`~dissector.events.Request` and :class:`~dissector.events.Respon
 ``correlation_id`` is the request's ordinal on the connection (1, 2, ...; an
 orphan response gets -1, -2, ...), ``api_key`` is the key of the Kafka api that
 does the same job, and ``request_type`` is the 0.7 wire value.
+
+They have no slots: compiled, their bases are extension types whose fields a
+slot of the same name would shadow.
 """
 
 from __future__ import annotations
@@ -18,8 +21,6 @@ from dissector.v07.wire import API_NAMES, EXPECTS_RESPONSE, Target, error_name
 PROTOCOL = "0.7"
 
 
-# Without slots: compiled, the bases are extension types whose fields a slot of the same name
-# would shadow.
 @dataclass
 class V07Request(Request):
     request_type: int = 0

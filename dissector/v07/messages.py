@@ -13,6 +13,9 @@ again).
 Two entry points, as for the later formats in :mod:`dissector.records`:
 :func:`summarize` walks top-level headers only and never decompresses;
 :func:`decode_message_set` decodes everything with the shared bomb cap.
+
+:class:`MessageSetSummary` has no slots: compiled, its base is an extension type
+whose fields a slot of the same name would shadow (see also ``messages.pxd``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from typing import Any
 
 from dissector.codecs import Budget, BytesMode, codec_name, render_bytes
 from dissector.errors import RecordsBadLength, RecordsError, RecordsUnderflow
-from dissector.records import DEFAULT_MAX_DECOMPRESSED, I64_MAX, OUT_OF_RANGE, RecordsSummary
+from dissector.ints import I64_MAX
+from dissector.records import DEFAULT_MAX_DECOMPRESSED, OUT_OF_RANGE, RecordsSummary
 
 __all__ = ["Message07", "MessageSet07", "MessageSetSummary", "decode_message_set", "summarize",
            "message_set_extent", "MIN_LENGTH"]
@@ -104,8 +108,6 @@ class MessageSet07:
             yield from m.leaves()
 
 
-# Without slots: compiled, the base is an extension type whose fields a slot of the same name
-# would shadow.
 @dataclass
 class MessageSetSummary(RecordsSummary):
     """A :class:`RecordsSummary` of a 0.7 message set; ``base_offset`` is the fetch offset, if known."""

@@ -200,7 +200,7 @@ def test_the_c_helpers_edited_after_their_build_are_stale(tmp_path: Path) -> Non
     assert compiled.stale(roots) == ["hotpath._speedups"]
 
 
-_HELPERS = "import hotpath.speedups as s, dissector.records as r; print(s.find.__module__, r.crc32c_of.__module__)"
+_HELPERS = "import hotpath.speedups as s, dissector.batchheader as r; print(s.find.__module__, r.crc32c_of.__module__)"
 
 
 def test_the_c_helpers_follow_the_build_that_runs() -> None:
