@@ -6,127 +6,118 @@
 cimport cython
 from dissector.ints cimport be_int, be_uint
 
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req0v0_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req0v0_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req0v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v0_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v0_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v1_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v2_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v2_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v2_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req0v3_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v5_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v5_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v5_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res0v8_f4(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v8_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v8_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v8_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req0v9_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req0v9_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req0v9_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res0v9_f4(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v9_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v9_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v9_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v10_f6(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v10_t5(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v10_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v10_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res0v10_f9(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v10_t8(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v10_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req0v13_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req0v13_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v13_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res0v13_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v0_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v0_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res1v0_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v0_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v1_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v3_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v4_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v4_f4(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v4_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v4_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v4_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v5_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v5_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v5_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v5_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v5_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v5_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req1v7_f4(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v7_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v7_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v9_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v9_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v9_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v11_f1(bytes b, Py_ssize_t o, dict r) except -1
@@ -134,201 +125,181 @@ cpdef Py_ssize_t _req1v11_f1(bytes b, Py_ssize_t o, dict r) except -1
 cpdef Py_ssize_t _res1v11_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v11_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v11_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v12_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v12_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req1v12_f4(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req1v12_t5(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v12_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v12_f4(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v12_f6(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v12_t5(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v12_f10(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v12_t9(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v12_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v12_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v12_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v13_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t)
 cpdef Py_ssize_t _req1v13_f4(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v13_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v13_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v13_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v15_f7(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v15_t6(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v15_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res1v16_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v17_t4(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v17_f3(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v17_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v17_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v18_t5(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v18_f3(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v18_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req1v18_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req2v0_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req2v0_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req2v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t)
 cpdef Py_ssize_t _res2v0_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res2v0_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res2v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req2v1_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req2v1_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req2v1_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res2v1_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res2v1_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res2v1_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req2v2_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res2v2_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req2v4_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req2v4_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req2v4_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res2v4_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res2v4_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res2v4_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req2v6_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req2v6_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req2v6_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res2v6_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res2v6_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res2v6_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req2v10_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req3v0_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req3v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res3v0_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t)
 cpdef Py_ssize_t _res3v0_f4(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v0_f3(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res3v1_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v1_f3(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v1_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v2_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v3_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req3v4_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t)
 cpdef Py_ssize_t _res3v5_f4(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v5_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v5_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t)
 cpdef Py_ssize_t _res3v7_f4(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v7_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v7_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req3v8_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v8_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v8_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req3v9_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req3v9_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t)
 cpdef Py_ssize_t _res3v9_f4(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v9_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v9_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req3v10_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req3v10_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v10_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v10_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req3v11_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v11_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res3v13_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req8v0_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req8v0_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req8v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res8v0_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res8v0_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res8v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req8v1_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req8v1_f2(bytes b, Py_ssize_t o, dict r) except -1
@@ -336,11 +307,11 @@ cpdef Py_ssize_t _req8v1_f2(bytes b, Py_ssize_t o, dict r) except -1
 cpdef Py_ssize_t _req8v1_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req8v2_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res8v3_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req8v5_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req8v6_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req8v6_f2(bytes b, Py_ssize_t o, dict r) except -1
@@ -348,103 +319,102 @@ cpdef Py_ssize_t _req8v6_f2(bytes b, Py_ssize_t o, dict r) except -1
 cpdef Py_ssize_t _req8v6_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req8v7_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req8v8_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req8v8_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req8v8_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res8v8_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res8v8_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res8v8_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req8v10_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req8v10_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res8v10_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res8v10_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req9v0_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req9v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res9v0_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res9v0_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res9v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res9v2_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res9v3_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res9v5_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res9v5_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res9v5_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req9v6_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req9v6_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res9v6_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res9v6_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res9v6_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req9v7_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req9v8_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res9v8_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res9v8_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req9v9_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req9v9_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t)
 cpdef Py_ssize_t _req9v10_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req9v10_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req9v10_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res9v10_f3(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res9v10_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res9v10_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req10v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res10v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req10v1_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res10v1_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req10v3_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res10v3_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req10v4_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res10v4_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res10v4_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req11v0_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req11v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res11v0_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res11v0_f1(bytes b, Py_ssize_t o, dict r) except -1
@@ -454,15 +424,15 @@ cpdef Py_ssize_t _req11v1_f1(bytes b, Py_ssize_t o, dict r) except -1
 cpdef Py_ssize_t _res11v2_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req11v5_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res11v5_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res11v5_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req11v6_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req11v6_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res11v6_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res11v6_f1(bytes b, Py_ssize_t o, dict r) except -1
@@ -472,125 +442,113 @@ cpdef Py_ssize_t _res11v7_f1(bytes b, Py_ssize_t o, dict r) except -1
 cpdef Py_ssize_t _req11v8_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res11v9_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req12v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res12v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res12v1_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req12v3_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req12v4_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res12v4_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req13v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req13v3_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req13v3_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res13v3_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res13v3_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req13v4_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req13v4_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res13v4_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res13v4_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req13v5_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req13v5_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req14v0_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req14v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res14v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res14v1_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req14v3_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req14v4_f2(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req14v4_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res14v4_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req14v5_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res14v5_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req17v0_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res17v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req18v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res18v0_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res18v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res18v1_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req18v3_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res18v3_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res18v3_f4(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res18v3_t3(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res18v3_t5(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res18v3_f7(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res18v3_t6(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res18v3_t8(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res18v3_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req18v5_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req22v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res22v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req22v2_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res22v2_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req22v3_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req22v6_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res22v6_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req36v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res36v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res36v1_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req36v2_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res36v2_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req68v0_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res68v0_f2(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _res68v0_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req68v1_f1(bytes b, Py_ssize_t o, dict r) except -1
-@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _req71v0_f1(bytes b, Py_ssize_t o, dict r) except -1
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)
 cpdef Py_ssize_t _res71v0_f1(bytes b, Py_ssize_t o, dict r) except -1

@@ -21,6 +21,7 @@ This script is never imported by the dissector at run time.
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from pathlib import Path
@@ -181,10 +182,28 @@ def render() -> tuple[str, str]:
     text = "\n".join(head) + "\n\n" + body + "\nENTRIES = {\n" + "\n".join(module.entries) + "\n}\n"
     pxd = [_HEADER.replace("Compiled with _decoders.pxd beside it", "The C types of _decoders.py's functions,"),
            "cimport cython", "from dissector.ints cimport be_int, be_uint", ""]
+    assigned = _assigned_names(text)
     for name in module.functions:
-        pxd.append("@cython.locals(n=Py_ssize_t, e=Py_ssize_t, _=Py_ssize_t)")
+        # Only the counters a function has: the .pxd check refuses a local the function lacks.
+        typed = [local for local in _COUNTERS if local in assigned[name]]
+        if typed:
+            pxd.append(f"@cython.locals({', '.join(f'{local}=Py_ssize_t' for local in typed)})")
         pxd.append(f"cpdef Py_ssize_t {name}(bytes b, Py_ssize_t o, dict r) except -1")
     return text, "\n".join(pxd) + "\n"
+
+
+# The writer's loop counters and element ends, typed as C integers where a function has them.
+_COUNTERS = ("n", "e", "_")
+
+
+def _assigned_names(source: str) -> dict[str, set[str]]:
+    """Top-level function name -> the names it assigns (its locals other than arguments)."""
+    out = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef):
+            out[node.name] = {n.id for n in ast.walk(node)
+                              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return out
 
 
 def main(argv: list[str]) -> int:
