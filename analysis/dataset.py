@@ -20,6 +20,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -186,6 +187,15 @@ OPTIONAL = frozenset({"records"})
 REQUIRED = ("exchanges", "partitions", "anomalies")
 
 
+class Kept(NamedTuple):
+    """A frame :meth:`Dataset.keep` kept: the frame, its view's name (or its Parquet directory, on the
+    embedded engine), and whether it was persisted (unpersisted at release) rather than checkpointed."""
+
+    frame: DataFrame
+    name: str
+    persisted: bool
+
+
 @dataclass(frozen=True)
 class Dataset:
     """The tables of one or more dataset directories, unioned, optionally cut to a time range.
@@ -201,7 +211,7 @@ class Dataset:
     paths: tuple[str, ...]
     input_bytes: int
     empty: frozenset[str] = frozenset()     # tables no dataset has a file of (records, without --records)
-    kept: list[tuple[DataFrame, str]] = field(default_factory=list, compare=False, repr=False)
+    kept: list[Kept] = field(default_factory=list, compare=False, repr=False)
     checkpoint: str | None = None           # keep() by local checkpoints at this StorageLevel, else persist
     scratch: str | None = None              # keep() by writing Parquet under this directory (before checkpoint)
     # One kept frame written at a time: each write is a query on every core, and the embedded engine holds
@@ -233,28 +243,43 @@ class Dataset:
             where = os.path.join(self.scratch, name)
             with self.writing:
                 df.write.parquet(where)
-            self.kept.append((df, where))
+            self.kept.append(Kept(df, where, persisted=False))
             # Its schema given: an empty frame writes no file to infer one from.
             return df.sparkSession.read.schema(df.schema).parquet(where)
-        if self.checkpoint is not None:
+        checkpointed = self.checkpoint is not None and checkpoint_stays_on(df.sparkSession)
+        if checkpointed:
             kept = df.localCheckpoint(eager=True, storageLevel=getattr(StorageLevel, self.checkpoint))
         else:
             kept = df.persist(StorageLevel.MEMORY_AND_DISK)
         kept.createOrReplaceTempView(name)
-        self.kept.append((kept, name))
+        self.kept.append(Kept(kept, name, persisted=not checkpointed))
         return kept.sparkSession.table(name)
 
     def release(self) -> None:
         """Drop every frame :meth:`keep` kept, and its view (without waiting for Spark to free the blocks; a
         checkpoint's go at the JVM's next collection)."""
         while self.kept:
-            kept, name = self.kept.pop()
+            kept, name, persisted = self.kept.pop()
             if self.scratch is not None:
                 shutil.rmtree(name, ignore_errors=True)
                 continue
             kept.sparkSession.catalog.dropTempView(name)
-            if self.checkpoint is None:
+            if persisted:
                 kept.unpersist(blocking=False)
+
+
+def checkpoint_stays_on(session: Any) -> bool:
+    """Whether a local checkpoint made by ``session`` comes back as a frame of ``session``. pyspark (4.x)
+    builds a Spark Connect checkpoint's frame on the process's active session, the first one created, not
+    on the session that made it: with two Connect sessions in one process (a notebook's and an analysis'),
+    the frame would ask the other server for a relation it never had. Such a frame is persisted instead."""
+    kind = type(session)
+    if not kind.__module__.startswith("pyspark.sql.connect"):
+        return True
+    try:
+        return kind.active() is session
+    except Exception:       # no active or default session left: nothing to bind the frame to
+        return False
 
 
 def _is_remote(path: str) -> bool:

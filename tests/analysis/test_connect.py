@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis import dataset as dataset_module
 from analysis import jobs, output, schedule
 
 pytestmark = pytest.mark.slow
@@ -95,25 +96,58 @@ def test_the_environment_variable_works_as_remote_for_doctor_and_the_server_stat
     assert again.returncode == 1 and "already running" in again.stderr and again.stderr.count("\n") == 1
 
 
-def test_a_kdissect_server_frees_checkpoints_so_analyses_on_it_keep_checkpoints(spark, server, dataset):
+# Run in a process of its own: there the server's session is the only Spark Connect session, as in a command.
+_CHECKPOINTS = """
+import json, sys
+from analysis import schedule, session
+remote = session.start("kdissect-test-checkpoints", remote=sys.argv[1])
+try:
+    ds, _ = schedule.prepare(remote.session, schedule.Request([sys.argv[2]]), checkpoints=remote.keeps_checkpoints())
+    try:
+        seen = {"frees": session.frees_checkpoints(remote.session), "keeps": remote.keeps_checkpoints(),
+                "owned": remote.owned, "level": ds.checkpoint, "persisted": [k.persisted for k in ds.kept],
+                "rows": [ds.exchanges.count(), ds.kept[0].frame.count()]}
+    finally:
+        ds.release()
+    seen["left"] = len(ds.kept)
+finally:
+    remote.stop()
+print(json.dumps(seen))
+"""
+
+
+def test_a_kdissect_server_frees_checkpoints_so_analyses_on_it_keep_checkpoints(spark, server, env, dataset):
     """kdissect's server collects its garbage every minute, which frees an analysis' local checkpoints:
     analyses on it keep their frames as checkpoints (no columnar cache to build, no reader classes to
     compile in every query); a Spark that collects only every 30 minutes (Spark's default) gets
     persisted frames, which the analysis unpersists as it ends."""
     from analysis import session
-    remote = session.start("kdissect-test-checkpoints", remote=server)
+    run = subprocess.run([sys.executable, "-c", _CHECKPOINTS, server, str(dataset)], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen["frees"] and seen["keeps"] and not seen["owned"] and seen["level"] == "MEMORY_AND_DISK_DESER"
+    assert seen["persisted"] and not any(seen["persisted"])       # every kept frame a checkpoint
+    assert seen["rows"][0] == seen["rows"][1] > 0 and seen["left"] == 0
+    assert not session.frees_checkpoints(spark) and not session.Spark(spark).keeps_checkpoints()
+
+
+def test_a_second_connect_session_in_a_process_persists_what_it_keeps(server, dataset, embedded):
+    """pyspark binds a Spark Connect checkpoint to the process's first session: with the embedded engine's
+    session already there, an analysis on the server persists its frames instead, and still answers."""
+    from analysis import session
+    remote = session.start("kdissect-test-second-session", remote=server)
     try:
-        assert session.frees_checkpoints(remote.session) and remote.keeps_checkpoints() and not remote.owned
+        assert not dataset_module.checkpoint_stays_on(remote.session)
         ds, _ = schedule.prepare(remote.session, schedule.Request([str(dataset)]), checkpoints=remote.keeps_checkpoints())
         try:
-            assert ds.checkpoint == "MEMORY_AND_DISK_DESER" and ds.kept
-            assert ds.exchanges.count() == ds.kept[0][0].count() > 0
+            assert ds.kept and all(k.persisted for k in ds.kept)
+            assert ds.exchanges.count() == ds.kept[0].frame.count() > 0
         finally:
             ds.release()
         assert not ds.kept
     finally:
         remote.stop()
-    assert not session.frees_checkpoints(spark) and not session.Spark(spark).keeps_checkpoints()
 
 
 def test_the_jvm_server_without_java_is_one_line(tmp_path):

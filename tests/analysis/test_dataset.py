@@ -142,7 +142,8 @@ def test_kept_facts_are_checkpoints_for_a_spark_of_its_own_else_persisted_until_
     from analysis.facts import exchange_facts
     loaded = dataset.load(spark, [str(decoded)])
     ds = dataset.cached(loaded, checkpoint)
-    (_, view), = ds.kept
+    (_, view, persisted), = ds.kept
+    assert persisted is (checkpoint is None)
     assert spark.catalog.isCached(view) is (checkpoint is None)      # a checkpoint is not Spark's cache
     assert sorted(map(tuple, ds.exchanges.collect())) == sorted(map(tuple, exchange_facts(loaded.exchanges).collect()))
     assert ds.partitions is loaded.partitions                        # read from Parquet by each query

@@ -45,7 +45,7 @@ def test_it_serves_on_a_loopback_port_and_stops_with_its_scratch_directory(embed
 
 def test_kept_frames_are_written_once_and_removed_on_release(embedded, decoded):
     ds = dataset.cached(dataset.load(embedded.session, [str(decoded)]), scratch=embedded.scratch)
-    (_, where), = ds.kept
+    (_, where, _), = ds.kept
     assert Path(where).is_dir() and any(Path(where).glob("*.parquet"))
     assert ds.exchanges.count() == dataset.load(embedded.session, [str(decoded)]).exchanges.count() > 0
     empty = ds.keep(ds.exchanges.where(F.lit(False)))       # no rows, no file: its schema still reads
