@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import pyarrow.parquet as pq
+from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -278,7 +279,7 @@ def checkpoint_stays_on(session: Any) -> bool:
         return True
     try:
         return kind.active() is session
-    except Exception:       # no active or default session left: nothing to bind the frame to
+    except PySparkRuntimeError:     # no active or default session left: nothing to bind the frame to
         return False
 
 
