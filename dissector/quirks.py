@@ -13,6 +13,7 @@ from typing import Any
 
 API_VERSIONS = 18
 METADATA = 3
+SHARE_GROUP_HEARTBEAT = 76
 UNSUPPORTED_VERSION = 35
 
 
@@ -64,6 +65,10 @@ def trailing_bytes(api_key: int, version: int, kind: str, extra: int, body: dict
                      "its UNSUPPORTED_VERSION answer to ApiVersions v3+ counts its one api_keys entry as 0 in "
                      "the compact array's length, so the entry (ApiVersions' own range) is left over; the "
                      "client asks again with ApiVersions v0")
+    if api_key == SHARE_GROUP_HEARTBEAT and extra == 1:
+        # Seen on every ShareGroupHeartbeat answer of librdkafka 2.16's mock, with or without an assignment.
+        return Quirk("librdkafka mock cluster", "its ShareGroupHeartbeat responses end with one zero byte "
+                                                "more than the body's tagged-field sections hold")
     cluster = body.get("cluster_id")
     if api_key == METADATA and extra == 1 and isinstance(cluster, str) and cluster.startswith("mockCluster"):
         return Quirk("librdkafka mock cluster", "it writes one byte past the end of its Metadata responses")

@@ -1040,6 +1040,209 @@ def sc_group_rebalance(rep: Report, bs_tansu: str) -> None:
             rebalancing_group(rep, bs, "mock", Path(tmp))
 
 
+# --------------------------------------------------------------------------
+# Share groups (KIP-932) on the mock cluster
+
+@contextmanager
+def share_mock_cluster(rep: Report, lock_ms: int, n: int = 3):
+    """A mock cluster whose share-group settings are set through librdkafka's C mock API.
+
+    The lock duration, session timeout and auto.offset.reset of a mock share group are not
+    client properties; ctypes reaches the same librdkafka that confluent-kafka loaded.
+    """
+    import ctypes
+    import glob
+
+    import confluent_kafka
+    so = glob.glob(str(Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs" / "librdkafka*.so*"))
+    lib = ctypes.CDLL(so[0] if so else "librdkafka.so.1")
+    vp = ctypes.c_void_p
+    lib.rd_kafka_conf_new.restype = vp
+    lib.rd_kafka_conf_set.argtypes = [vp, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.rd_kafka_new.restype = vp
+    lib.rd_kafka_new.argtypes = [ctypes.c_int, vp, ctypes.c_char_p, ctypes.c_size_t]
+    lib.rd_kafka_destroy.argtypes = [vp]
+    lib.rd_kafka_handle_mock_cluster.restype = vp
+    lib.rd_kafka_handle_mock_cluster.argtypes = [vp]
+    lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
+    lib.rd_kafka_mock_cluster_bootstraps.argtypes = [vp]
+    err = ctypes.create_string_buffer(512)
+    conf = lib.rd_kafka_conf_new()
+    for k, v in (("test.mock.num.brokers", str(n)), ("client.id", "kd-mock-host")):
+        lib.rd_kafka_conf_set(conf, k.encode(), v.encode(), err, 512)
+    rk = lib.rd_kafka_new(0, conf, err, 512)  # a producer handle that only hosts the cluster
+    mc = lib.rd_kafka_handle_mock_cluster(rk)
+    settings = {"record_lock_duration": lock_ms, "auto_offset_reset": 1,  # 1: earliest
+                "session_timeout": SHARE_SESSION_MS, "heartbeat_interval": 1000}
+    for name, value in settings.items():
+        fn = getattr(lib, f"rd_kafka_mock_sharegroup_set_{name}")
+        fn.argtypes = [vp, ctypes.c_int]
+        fn(mc, value)
+    rep.notes.append("mock share-group settings (C mock API): " + json.dumps(settings))
+    try:
+        yield lib.rd_kafka_mock_cluster_bootstraps(mc).decode()
+    finally:
+        lib.rd_kafka_destroy(rk)
+
+
+SHARE_SESSION_MS = 6000
+
+
+class ShareMember(threading.Thread):
+    """One ShareConsumer (explicit acknowledgement) in its own thread, counting what it saw.
+
+    ``decide(msg)`` returns the AcknowledgeType for a record, or None to leave it unacknowledged
+    (the member then stops polling, so its acquisition locks run out). The member leaves once
+    ``stop`` is set, or after ``idle`` seconds with nothing to poll.
+    """
+
+    def __init__(self, rep: Report, bs: str, cid: str, group: str, topics: list[str], decide,
+                 role: str, extra: dict | None = None, idle: float = 4.0, hold: float = 0.0) -> None:
+        super().__init__(name=cid)
+        self.conf = {"bootstrap.servers": bs, "client.id": cid, "group.id": group,
+                     "share.acknowledgement.mode": "explicit", **(extra or {})}
+        self.entry = rep.client(cid, lib_ck(), role, {k: v for k, v in self.conf.items()
+                                                      if k != "bootstrap.servers"})
+        self.entry.update(group=group, acquired={}, acks={}, delivery_counts={}, max_delivery_count=0,
+                          errors={}, events=[])
+        self.topics, self.decide, self.idle, self.hold = topics, decide, idle, hold
+        self.stop = threading.Event()
+        self.quiet_since = time.monotonic()  # last time a poll returned records
+
+    def event(self, what: str, **kw) -> None:
+        self.entry["events"].append({"at": utc_now(), "event": what, **kw})
+
+    def error(self, name: str) -> None:
+        self.entry["errors"][name] = self.entry["errors"].get(name, 0) + 1
+
+    def note(self, m, ack) -> None:
+        e = self.entry
+        a = _tp(e["acquired"], m.topic(), m.partition())
+        a["count"] = a.get("count", 0) + 1
+        a.setdefault("offsets", []).append(m.offset())
+        dc = m.delivery_count()
+        d = e["delivery_counts"].setdefault(str(dc), 0)
+        e["delivery_counts"][str(dc)] = d + 1
+        e["max_delivery_count"] = max(e["max_delivery_count"], dc)
+        if dc > 1:
+            a["redelivered"] = a.get("redelivered", 0) + 1
+        k = _tp(e["acks"], m.topic(), m.partition())
+        name = "UNACKNOWLEDGED" if ack is None else ack.name
+        k[name] = k.get(name, 0) + 1
+
+    def run(self) -> None:
+        from confluent_kafka import KafkaException, ShareConsumer
+        self.conf["error_cb"] = lambda err: self.error(err.name())
+        c = ShareConsumer(self.conf)
+
+        def on_commit(offsets, exc=None) -> None:  # acknowledgements the broker refused
+            if exc is not None:
+                self.error(getattr(exc.args[0], "name", lambda: type(exc).__name__)() if exc.args else "ack")
+
+        try:
+            c.set_acknowledgement_commit_callback(on_commit)
+        except Exception:  # noqa: BLE001, S110 - optional: older bindings lack it
+            pass
+        c.subscribe(self.topics)
+        self.event("subscribed")
+        self.quiet_since = time.monotonic()
+        while not self.stop.is_set() and time.monotonic() - self.quiet_since < self.idle:
+            try:
+                msgs = c.poll(0.5)
+            except KafkaException as exc:
+                self.error(err_name(exc)[0])
+                continue
+            held = False
+            for m in msgs:
+                if m.error():
+                    self.error(m.error().name())
+                    continue
+                self.quiet_since = time.monotonic()
+                ack = self.decide(m)
+                self.note(m, ack)
+                if ack is None:
+                    held = True
+                else:
+                    c.acknowledge(m, ack)
+            if held:  # stop acknowledging (and polling) while the locks expire
+                self.event("holding", seconds=self.hold)
+                self.stop.wait(self.hold)
+                break
+        self.event("leaving")
+        try:
+            c.close()  # ShareGroupHeartbeat with epoch -1; pending acknowledgements go first
+        except KafkaException as exc:
+            self.error(err_name(exc)[0])
+        self.event("left")
+
+
+def _share_records(n: int, poison: set[int]) -> list[tuple[bytes, bytes, list]]:
+    return [(f"job-{i % 8}".encode(), json.dumps({"job": i, "poison": i in poison}).encode(),
+             [("seq", str(i).encode())]) for i in range(n)]
+
+
+def sc_mock_share_groups(rep: Report, bs_unused: str) -> None:
+    """Share group kd-share on 4 partitions: three members join, then 80 jobs are produced.
+
+    Job j goes to partition j % 4; the mock hands a 0 and 1, b 2 and stuck 3 (join order).
+    a accepts and rejects the poison jobs; b releases every 6th job once and job 14 every
+    time it sees it (delivered up to the mock's limit of 5, then archived), then leaves early;
+    stuck acquires one batch, never acknowledges it, holds it past the 3 s lock and leaves,
+    so its records are delivered again to the members that stay.
+    """
+    from confluent_kafka import AcknowledgeType as Ack
+    poison = {5, 22, 39}
+    hot = 14  # on partition 2, b's
+
+    def job(m) -> dict:
+        return json.loads(m.value())
+
+    def decide_a(m):
+        return Ack.REJECT if job(m)["poison"] else Ack.ACCEPT
+
+    def decide_b(m):
+        j = job(m)["job"]
+        if j == hot or (j % 6 == 0 and m.delivery_count() == 1):
+            return Ack.RELEASE
+        return Ack.REJECT if job(m)["poison"] else Ack.ACCEPT
+
+    with share_mock_cluster(rep, lock_ms=3000) as bs:
+        group, topic = "kd-share", "share-jobs"
+        prod = ck_produce(rep, bs, "kd-share-setup", topic, [(b"setup", b'{"job": -1, "poison": false}', [])], {"acks": "all"},
+                          partition=0)  # creates the topic (mock: 4 partitions) before anyone subscribes
+        a = ShareMember(rep, bs, "kd-share-a", group, [topic], decide_a, "share-consumer", idle=60)
+        b = ShareMember(rep, bs, "kd-share-b", group, [topic], decide_b, "share-consumer (leaves early)",
+                        idle=30)
+        stuck = ShareMember(rep, bs, "kd-share-stuck", group, [topic], lambda m: None,
+                            "share-consumer (stops acknowledging)", {"max.poll.records": 6}, idle=30, hold=7)
+        for m in (a, b, stuck):
+            m.start()
+            time.sleep(1.0)
+        time.sleep(2.5)  # three members, assignment settled (heartbeat every second)
+        p, entry = ck_producer(rep, bs, "kd-share-producer", {"acks": "all", "linger.ms": 5})
+        cb = _ck_delivery(entry)
+        for i, (key, value, headers) in enumerate(_share_records(80, poison)):
+            p.produce(topic, value, key, headers=headers, partition=i % 4, on_delivery=cb)  # job j on j % 4
+        p.flush(30)
+        time.sleep(6)
+        b.event("asked to leave")
+        b.stop.set()
+        for m in (stuck, b):
+            m.join(90)
+        # a takes over partitions 2 and 3 at its next heartbeat, then drains the expired records
+        time.sleep(3)
+        while time.monotonic() - a.quiet_since < 4:
+            time.sleep(0.2)
+        a.event("asked to leave")
+        a.stop.set()
+        a.join(90)
+        rep.notes.append(f"kd-share-setup wrote one record to {topic}-0 first: it is acquired too")
+        rep.groups[group] = {"kind": "share", "topic": topic, "members": [m.entry["client_id"] for m in (a, b, stuck)],
+                             "poison_jobs": sorted(poison), "always_released_job": hot, "lock_duration_ms": 3000,
+                             "session_timeout_ms": SHARE_SESSION_MS, "max_delivery_attempts": 5}
+        del prod, p
+
+
 # name -> (broker kind, client function)
 SCENARIOS = {
     "tansu-produce-codecs": ("tansu", sc_tansu_produce_codecs),
@@ -1052,12 +1255,14 @@ SCENARIOS = {
     "legacy-clients": ("tansu+mock", sc_legacy_clients),
     "mixed": ("tansu", sc_mixed),
     "group-rebalance": ("tansu+mock", sc_group_rebalance),
+    "mock-share-groups": ("mock", sc_mock_share_groups),
 }
 
 # tcpdump options per scenario. group-rebalance is small and slow, so immediate mode costs
 # nothing there; the netns holds only this scenario's sockets, but the mock cluster's ports
 # are only known once the clients run, hence a plain tcp filter rather than a port list.
-CAPTURE = {"group-rebalance": {"immediate": True, "bpf": ["tcp"]}}
+CAPTURE = {"group-rebalance": {"immediate": True, "bpf": ["tcp"]},
+           "mock-share-groups": {"immediate": True, "bpf": ["tcp"]}}
 
 
 # --------------------------------------------------------------------------

@@ -37,3 +37,21 @@ def test_mock_cluster_responses() -> None:
 
 def test_control_batch_crc() -> None:
     assert quirks.control_batch_crc(True) is not None and quirks.control_batch_crc(False) is None
+
+
+def test_mock_share_group_heartbeat_byte() -> None:
+    heartbeat = {"error_code": 0, "member_epoch": 2, "assignment": None}
+    assert quirks.trailing_bytes(76, 1, "response", 1, heartbeat, None).of == "librdkafka mock cluster"  # type: ignore[union-attr]
+    assert quirks.trailing_bytes(76, 1, "response", 2, heartbeat, None) is None
+    assert quirks.trailing_bytes(76, 1, "request", 1, heartbeat, CK) is None
+
+
+def test_every_trailing_byte_of_the_share_sample_is_a_known_quirk(tmp_path) -> None:
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    from kdissect import write_dataset
+    write_dataset([Path(__file__).resolve().parents[2] / "samples" / "mock-share-groups.pcap"], tmp_path)
+    rows = pq.read_table(tmp_path / "anomalies").to_pylist()
+    assert {r["detail"] for r in rows if r["kind"] == "trailing_bytes" and not r["quirk_of"]} == set()
