@@ -259,3 +259,259 @@ def lag_of_client(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
                 .join(group_of_client(exchanges), "group_id"))
     alone = lag.where(F.col("group_id").isNull())
     return in_group.unionByName(alone).select("client_id", "group_id", *TP, "lag", "lag_from")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Share groups (KIP-932)
+#
+# A share group's members acquire records under a time lock and acknowledge them one by one. What was
+# acquired is the ``acquired_records`` ranges of ShareFetch responses (with each range's delivery count);
+# what was acknowledged is the ``acknowledgement_batches`` of ShareFetch and ShareAcknowledge requests.
+# Counts are records, read from those ranges: never from the record batches the responses carry (a
+# batch holds records acquired by others, or none acquired at all).
+
+SHARE_APIS = (frames.SHARE_GROUP_HEARTBEAT, frames.SHARE_FETCH, frames.SHARE_ACKNOWLEDGE)
+# acknowledge_types: 0 is a gap (offsets that hold no record: nothing to count).
+ACK_TYPES = {1: "ACCEPT", 2: "RELEASE", 3: "REJECT"}
+SHARE_SESSION_ERRORS = ("SHARE_SESSION_NOT_FOUND", "INVALID_SHARE_SESSION_EPOCH", "SHARE_SESSION_LIMIT_REACHED")
+SHARE_KEYS = ["group_id", "topic", "partition"]
+
+
+def _topic_of_id(partitions: DataFrame) -> DataFrame:
+    """(topic_id, topic): the names the capture's partition rows give topic ids (Metadata, ShareFetch)."""
+    return (partitions.where(F.col("topic").isNotNull() & F.col("topic_id").isNotNull())
+            .groupBy("topic_id").agg(F.max("topic").alias("topic")))
+
+
+def _share_exchanges(exchanges: DataFrame, *keys: int) -> DataFrame:
+    ex = facts.typed(exchanges).where(api(*keys))
+    return ex.select("*", F.col("share_group_id").alias("group_id"), F.col("share_member_id").alias("member_id"),
+                     broker().alias("broker"))
+
+
+def share_acquisitions(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
+    """One row per acquired range of a ShareFetch response: the exchange's keys, ``group_id``,
+    ``member_id``, ``client_id``, ``broker``, ``topic``, ``partition``, ``first_offset``, ``last_offset``,
+    ``delivery_count``, ``records`` (the range's size), ``ts`` (the response's time: when the lock began)
+    and ``lock_timeout_ms`` (the response's acquisition lock timeout)."""
+    ex = (_share_exchanges(exchanges, frames.SHARE_FETCH).where(F.col("share_responses").isNotNull())
+          .select(*frames.KEYS, "group_id", "member_id", "client_id", "broker", F.col("response_ts").alias("ts"),
+                  F.col("share_lock_timeout_ms").alias("lock_timeout_ms"), F.explode("share_responses").alias("t"))
+          .select("*", F.col("t.topic_id").alias("topic_id"), F.explode("t.partitions").alias("p"))
+          .select("*", F.col("p.partition_index").alias("partition"), F.explode("p.acquired_records").alias("a"))
+          .where(F.col("a.last_offset") >= F.col("a.first_offset")))
+    return (ex.join(_topic_of_id(partitions), "topic_id", "left")
+            .select(*frames.KEYS, "group_id", "member_id", "client_id", "broker",
+                    F.coalesce("topic", "topic_id").alias("topic"), "partition",
+                    F.col("a.first_offset").alias("first_offset"), F.col("a.last_offset").alias("last_offset"),
+                    F.col("a.delivery_count").alias("delivery_count"),
+                    (F.col("a.last_offset") - F.col("a.first_offset") + 1).alias("records"), "ts", "lock_timeout_ms"))
+
+
+def share_acknowledgements(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
+    """One row per acknowledged run of records in a ShareFetch or ShareAcknowledge request: the
+    exchange's keys, ``api_name``, ``group_id``, ``member_id``, ``client_id``, ``broker``, ``topic``,
+    ``partition``, ``first_offset``, ``last_offset``, ``records``, ``ack_type`` (ACCEPT, RELEASE,
+    REJECT), ``ts`` (the request's time) and ``ack_error_code``: the top-level error of the answer if
+    it failed, else the partition's acknowledgement error (ShareFetch ``acknowledge_error_code``,
+    ShareAcknowledge ``error_code``); null when unanswered. A batch with one type covers its whole
+    range; a batch with one type per offset is split into its offsets; gaps (type 0) are left out."""
+    ex = _share_exchanges(exchanges, frames.SHARE_FETCH, frames.SHARE_ACKNOWLEDGE)
+    batches = (ex.where(F.col("share_acks").isNotNull())
+               .select(*frames.KEYS, "api_name", "group_id", "member_id", "client_id", "broker",
+                       F.col("request_ts").alias("ts"), F.explode("share_acks").alias("t"))
+               .select("*", F.col("t.topic_id").alias("topic_id"), F.explode("t.partitions").alias("p"))
+               .select("*", F.col("p.partition_index").alias("partition"),
+                       F.explode("p.acknowledgement_batches").alias("b")))
+    first, types = F.col("b.first_offset"), F.col("b.acknowledge_types")
+    runs = F.when(F.size(types) == 1, F.array(F.struct(first.alias("o"), F.col("b.last_offset").alias("l"),
+                                                       types[0].alias("k"))))\
+        .otherwise(F.transform(types, lambda k, i: F.struct((first + i).alias("o"), (first + i).alias("l"),
+                                                             k.alias("k"))))
+    runs_df = (batches.select("*", F.explode(runs).alias("r"))
+               .where(F.col("r.k").isin(*ACK_TYPES) & (F.col("r.l") >= F.col("r.o"))))
+    answers = (ex.where(F.col("share_responses").isNotNull())
+               .select(*frames.KEYS, F.explode("share_responses").alias("t"))
+               .select(*frames.KEYS, F.col("t.topic_id").alias("topic_id"), F.explode("t.partitions").alias("p"))
+               .select(*frames.KEYS, "topic_id", F.col("p.partition_index").alias("partition"),
+                       F.col("p.acknowledge_error_code").alias("fetch_code"), F.col("p.error_code").alias("ack_code")))
+    top = ex.select(*frames.KEYS, "api_key", F.col("error_code").alias("top_code"), "has_response")
+    kind = F.create_map(*[x for k, v in ACK_TYPES.items() for x in (F.lit(k), F.lit(v))])
+    part_code = F.when(F.col("api_key") == frames.SHARE_FETCH, F.col("fetch_code")).otherwise(F.col("ack_code"))
+    return (runs_df.join(answers, [*frames.KEYS, "topic_id", "partition"], "left")
+            .join(top, frames.KEYS, "left")
+            .join(_topic_of_id(partitions), "topic_id", "left")
+            .select(*frames.KEYS, "api_name", "group_id", "member_id", "client_id", "broker",
+                    F.coalesce("topic", "topic_id").alias("topic"), "partition",
+                    F.col("r.o").alias("first_offset"), F.col("r.l").alias("last_offset"),
+                    (F.col("r.l") - F.col("r.o") + 1).alias("records"), kind[F.col("r.k")].alias("ack_type"), "ts",
+                    F.when(~F.col("has_response"), F.lit(None))
+                     .when(frames.failed("top_code"), F.col("top_code"))
+                     .otherwise(F.coalesce(part_code, F.lit(0))).cast("int").alias("ack_error_code")))
+
+
+SHARE_DELIVERIES = ["group_id", "topic", "partition", "client_id", "acquired", "accepted", "released", "rejected",
+                    "redelivered", "max_delivery_count", "first_ts", "last_ts"]
+
+
+def share_deliveries(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Per share group, topic, partition and client: records ``acquired`` (the sizes of its acquired
+    ranges), ``redelivered`` (acquired with a delivery count above 1), ``max_delivery_count``, and the
+    records it acknowledged as ``accepted``, ``released`` and ``rejected`` (sent, whatever the answer):
+    :data:`SHARE_DELIVERIES`' columns, 0 where there were none."""
+    acq = (share_acquisitions(exchanges, partitions).groupBy("group_id", "topic", "partition", "client_id")
+           .agg(F.sum("records").alias("acquired"),
+                F.sum(F.when(F.col("delivery_count") > 1, F.col("records")).otherwise(0)).alias("redelivered"),
+                F.max("delivery_count").alias("max_delivery_count"),
+                F.min("ts").alias("acq_first"), F.max("ts").alias("acq_last")))
+    by_type = {"accepted": "ACCEPT", "released": "RELEASE", "rejected": "REJECT"}
+    acks = (share_acknowledgements(exchanges, partitions).groupBy("group_id", "topic", "partition", "client_id")
+            .agg(*[F.sum(F.when(F.col("ack_type") == t, F.col("records")).otherwise(0)).alias(c)
+                   for c, t in by_type.items()],
+                 F.min("ts").alias("ack_first"), F.max("ts").alias("ack_last")))
+    keys = ["group_id", "topic", "partition", "client_id"]
+    counts = ["acquired", "accepted", "released", "rejected", "redelivered"]
+    same = [F.col(f"a.{k}").eqNullSafe(F.col(f"k.{k}")) for k in keys]
+    joined = acq.alias("a").join(acks.alias("k"), same, "full")
+    return joined.select(*[F.coalesce(F.col(f"a.{k}"), F.col(f"k.{k}")).alias(k) for k in keys],
+                         *[F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c) for c in counts],
+                         "max_delivery_count",
+                         F.least("acq_first", "ack_first").alias("first_ts"),
+                         F.greatest("acq_last", "ack_last").alias("last_ts"))
+
+
+def share_record_deliveries(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
+    """One row per record delivery: each offset of each acquired range (``group_id``, ``topic``,
+    ``partition``, ``offset``, ``capture``, ``client_id``, ``member_id``, ``delivery_count``,
+    ``acquired_ts``, ``lock_timeout_ms``), with the acknowledgement the same member sent for it before
+    the record was acquired again (``ack_type``, ``ack_ts``: null if none) and that next acquisition
+    (``next_ts``, ``next_client_id``, ``next_delivery_count``: null if the capture holds none)."""
+    acq = (share_acquisitions(exchanges, partitions)
+           .select("capture", *SHARE_KEYS, "client_id", "member_id", "delivery_count", "lock_timeout_ms",
+                   F.col("ts").alias("acquired_ts"),
+                   F.explode(F.sequence("first_offset", "last_offset")).alias("offset")))
+    after = Window.partitionBy(*SHARE_KEYS, "offset").orderBy("acquired_ts", "delivery_count")
+    acq = (acq.withColumn("next_ts", F.lead("acquired_ts").over(after))
+           .withColumn("next_client_id", F.lead("client_id").over(after))
+           .withColumn("next_delivery_count", F.lead("delivery_count").over(after)))
+    acks = (share_acknowledgements(exchanges, partitions)
+            .select(*SHARE_KEYS, "member_id", "ack_type", F.col("ts").alias("ack_ts"),
+                    F.explode(F.sequence("first_offset", "last_offset")).alias("offset")))
+    mine = ([F.col(f"d.{k}").eqNullSafe(F.col(f"k.{k}")) for k in [*SHARE_KEYS, "offset", "member_id"]]
+            + [F.col("k.ack_ts") >= F.col("d.acquired_ts"),
+               F.col("d.next_ts").isNull() | (F.col("k.ack_ts") < F.col("d.next_ts"))])
+    cols = ["capture", *SHARE_KEYS, "offset", "client_id", "member_id", "delivery_count", "acquired_ts",
+            "lock_timeout_ms", "next_ts", "next_client_id", "next_delivery_count"]
+    return (acq.alias("d").join(acks.alias("k"), mine, "left")
+            .groupBy(*[F.col(f"d.{c}").alias(c) for c in cols])
+            .agg(F.min_by("k.ack_type", "k.ack_ts").alias("ack_type"), F.min("k.ack_ts").alias("ack_ts")))
+
+
+SHARE_UNACKNOWLEDGED = ["group_id", "topic", "partition", "first_offset", "last_offset", "records", "client_id",
+                        "member_id", "delivery_count", "acquired_ts", "lock_expires_ts", "state", "next_client_id",
+                        "next_delivery_count", "next_ts", "capture"]
+
+
+def share_unacknowledged(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Runs of records a member acquired and never acknowledged: ``state`` ``in_flight`` when the capture
+    holds no later acquisition of them (still locked, or waiting for their lock to run out, at its end),
+    ``lock_expired`` when they were acquired again (``next_client_id``, ``next_ts``) at or after the
+    acquisition lock ran out (``lock_expires_ts``), ``released`` when acquired again before: the member's
+    share session ended and the broker let them go. :data:`SHARE_UNACKNOWLEDGED`' columns."""
+    d = share_record_deliveries(exchanges, partitions).where(F.col("ack_type").isNull())
+    expires = F.col("acquired_ts") + F.make_dt_interval(secs=F.col("lock_timeout_ms") / F.lit(1000.0))
+    d = (d.withColumn("lock_expires_ts", F.when(F.col("lock_timeout_ms") > 0, expires))
+         .withColumn("state", F.when(F.col("next_ts").isNull(), F.lit("in_flight"))
+                     .when(F.col("lock_expires_ts").isNull() | (F.col("next_ts") >= F.col("lock_expires_ts")),
+                           F.lit("lock_expired"))
+                     .otherwise(F.lit("released"))))
+    run = ["capture", *SHARE_KEYS, "client_id", "member_id", "delivery_count", "acquired_ts", "lock_expires_ts",
+           "state", "next_client_id", "next_delivery_count"]
+    island = F.col("offset") - F.row_number().over(Window.partitionBy(*run).orderBy("offset"))
+    return (d.withColumn("island", island).groupBy(*run, "island")
+            .agg(F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"),
+                 F.count(F.lit(1)).alias("records"), F.min("next_ts").alias("next_ts"))
+            .select(*SHARE_UNACKNOWLEDGED))
+
+
+SHARE_MEMBERS = ["group_id", "member_id", "client_id", "joined_ts", "left_ts", "last_heartbeat_ts", "heartbeats",
+                 "member_epoch", "group_epoch", "assigned_partitions", "assignments", "heartbeat_errors", "capture"]
+
+
+def share_members(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Per share group and member (ShareGroupHeartbeat): its client id, when it joined (its epoch-0
+    heartbeat) and left (its epoch -1 heartbeat; null if it did not in the capture), its last heartbeat
+    and how many, the member epoch it last got and the highest the group handed anyone (``group_epoch``),
+    the partitions it was last assigned, every assignment it was given in order (``assignments``:
+    ``"epoch N: topic-p topic-p"``) and its heartbeats' error names. :data:`SHARE_MEMBERS`' columns."""
+    hb = (_share_exchanges(exchanges, frames.SHARE_GROUP_HEARTBEAT)
+          .select("capture", "group_id", F.coalesce(F.nullif("member_id", F.lit("")),
+                                                    F.col("share_resp_member_id")).alias("member_id"),
+                  "client_id", "request_ts", "response_ts", "error_code", "error_name",
+                  F.col("share_member_epoch").alias("sent_epoch"), F.col("share_resp_member_epoch").alias("epoch"),
+                  "share_assignment"))
+    ok = F.col("error_code") == 0
+    names = _topic_of_id(partitions)
+    given = (hb.where(ok & F.col("share_assignment").isNotNull())
+             .select("group_id", "member_id", "response_ts", "epoch", F.explode_outer("share_assignment").alias("t"))
+             .select("*", F.col("t.topic_id").alias("topic_id"), F.explode_outer("t.partitions").alias("p"))
+             .join(names, "topic_id", "left")
+             .groupBy("group_id", "member_id", "response_ts", "epoch")
+             .agg(F.array_sort(F.collect_list(F.when(F.col("p").isNotNull(), F.concat(
+                 F.coalesce("topic", "topic_id"), F.lit("-"), F.col("p").cast("string"))))).alias("parts")))
+    # A coordinator may repeat an unchanged assignment (the mock does, in every answer): keep the changes.
+    text = F.concat(F.lit("epoch "), F.col("epoch").cast("string"), F.lit(": "), F.array_join("parts", " "))
+    given = (given.withColumn("text", text)
+             .withColumn("prev", F.lag("text").over(Window.partitionBy("group_id", "member_id").orderBy("response_ts")))
+             .where(F.col("prev").isNull() | (F.col("prev") != F.col("text")))
+             .groupBy("group_id", "member_id")
+             .agg(F.max_by("parts", "response_ts").alias("assigned_partitions"),
+                  F.array_sort(F.collect_list(F.struct("response_ts", "text"))).alias("_a"))
+             .select("group_id", "member_id", "assigned_partitions",
+                     F.transform("_a", lambda a: a["text"]).alias("assignments")))
+    members = (hb.where(F.col("member_id").isNotNull() & (F.col("member_id") != ""))
+               .groupBy("group_id", "member_id")
+               .agg(F.max("client_id").alias("client_id"), F.min_by("capture", "request_ts").alias("capture"),
+                    F.min(F.when(F.col("sent_epoch") == 0, F.col("request_ts"))).alias("joined_ts"),
+                    F.max(F.when(F.col("sent_epoch") == -1, F.col("request_ts"))).alias("left_ts"),
+                    F.max("request_ts").alias("last_heartbeat_ts"), F.count(F.lit(1)).alias("heartbeats"),
+                    F.max_by(F.when(ok & (F.col("epoch") > 0), F.col("epoch")),
+                             F.when(ok & (F.col("epoch") > 0), F.col("response_ts"))).alias("member_epoch"),
+                    F.array_sort(F.collect_set(F.when(frames.failed(), F.col("error_name")))).alias("heartbeat_errors")))
+    epochs = hb.where(ok).groupBy("group_id").agg(F.max("epoch").alias("group_epoch"))
+    return (members.join(given, ["group_id", "member_id"], "left").join(epochs, "group_id", "left")
+            .select(*SHARE_MEMBERS))
+
+
+SHARE_SESSION_ERROR = ["group_id", "client_id", "member_id", "broker", "api_name", "error", "level", "count",
+                       "session_epochs", "first_ts", "last_ts", "capture"]
+
+
+def share_session_errors(exchanges: DataFrame, partitions: DataFrame) -> DataFrame:
+    """The errors ShareFetch and ShareAcknowledge answers carried, per group, client, member, broker, api
+    and error: top-level ones (``level`` ``request``: SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH,
+    ...) by name, and per-partition ones (``partition``; ``acknowledgement`` for ShareFetch's
+    acknowledge_error_code) by name where the partition rows name them, else as ``code N``; with the share
+    session epochs the failing requests sent. :data:`SHARE_SESSION_ERROR`' columns."""
+    ex = _share_exchanges(exchanges, frames.SHARE_FETCH, frames.SHARE_ACKNOWLEDGE)
+    who = ["capture", "group_id", "client_id", "member_id", "broker", "api_name", "share_session_epoch",
+           frames.exchange_ts().alias("ts")]
+    top = (ex.where(frames.failed())
+           .select(*who, F.col("error_name").alias("error"), F.lit("request").alias("level")))
+    parts = (ex.where(F.col("share_responses").isNotNull() & ~frames.failed())
+             .select(*who, F.explode("share_responses").alias("t"))
+             .select("*", F.explode("t.partitions").alias("p")))
+    part = F.concat(F.lit("code "), F.col("p.error_code").cast("string"))
+    ack = F.concat(F.lit("code "), F.col("p.acknowledge_error_code").cast("string"))
+    per_part = (parts.where(frames.failed("p.error_code"))
+                .select(*[c for c in who if isinstance(c, str)], "ts", part.alias("error"),
+                        F.lit("partition").alias("level"))
+                .unionByName(parts.where(frames.failed("p.acknowledge_error_code"))
+                             .select(*[c for c in who if isinstance(c, str)], "ts", ack.alias("error"),
+                                     F.lit("acknowledgement").alias("level"))))
+    return (top.unionByName(per_part)
+            .groupBy("group_id", "client_id", "member_id", "broker", "api_name", "error", "level")
+            .agg(F.count(F.lit(1)).alias("count"),
+                 F.array_sort(F.collect_set("share_session_epoch")).alias("session_epochs"),
+                 F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"), F.min_by("capture", "ts").alias("capture"))
+            .select(*SHARE_SESSION_ERROR))

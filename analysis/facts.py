@@ -43,6 +43,15 @@ Columns added (null on the exchanges of other apis):
 ``resp_member_epoch``      int    ConsumerGroupHeartbeat
 ``resp_assignment``        struct SyncGroup (``assigned_partitions``), ConsumerGroupHeartbeat (``topic_partitions``)
 ``resp_api_keys``          array  ApiVersions: each api key and the highest version the broker offers
+``share_group_id``         string ShareGroupHeartbeat, ShareFetch, ShareAcknowledge (KIP-932)
+``share_member_id``        string the same three
+``share_member_epoch``     int    ShareGroupHeartbeat: the epoch the member sent (0 joins, -1 leaves)
+``share_session_epoch``    int    ShareFetch, ShareAcknowledge: the share session epoch sent
+``share_acks``             array  ShareFetch, ShareAcknowledge: topics, partitions, acknowledgement batches
+``share_responses``        array  ShareFetch, ShareAcknowledge: per partition its errors and (ShareFetch) acquired
+                                  record ranges with their delivery count
+``share_lock_timeout_ms``  long   ShareFetch response: ``acquisition_lock_timeout_ms``
+``share_resp_member_id``, ``share_resp_member_epoch``, ``share_assignment`` ShareGroupHeartbeat response
 ========================== ====== ================================================================
 """
 
@@ -77,9 +86,14 @@ from analysis.frames import (
     METADATA,
     OFFSET_COMMIT,
     PRODUCE,
+    SHARE_ACKNOWLEDGE,
+    SHARE_FETCH,
+    SHARE_GROUP_HEARTBEAT,
     SYNC_GROUP,
     TXN_OFFSET_COMMIT,
 )
+
+SHARE_APIS = (SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE)
 
 # Present on the exchanges once they are facts: the test for "already parsed".
 MARKER = "has_request"
@@ -103,6 +117,16 @@ PARTS = ArrayType(_s(("topic", StringType()), ("topic_id", StringType()), ("part
 ASSIGNMENT = _s(("assigned_partitions", PARTS), ("topic_partitions", PARTS))
 API_KEYS = ArrayType(_s(("api_key", IntegerType()), ("max_version", IntegerType())))
 MEMBERS = ArrayType(_s(("member_id", StringType()), ("reason", StringType())))
+ACK_BATCHES = ArrayType(_s(("first_offset", LongType()), ("last_offset", LongType()),
+                           ("acknowledge_types", ArrayType(IntegerType()))))
+SHARE_ACKS = ArrayType(_s(("topic_id", StringType()), ("partitions", ArrayType(_s(
+    ("partition_index", IntegerType()), ("acknowledgement_batches", ACK_BATCHES))))))
+ACQUIRED = ArrayType(_s(("first_offset", LongType()), ("last_offset", LongType()), ("delivery_count", IntegerType())))
+SHARE_RESPONSES = ArrayType(_s(("topic_id", StringType()), ("partitions", ArrayType(_s(
+    ("partition_index", IntegerType()), ("error_code", IntegerType()), ("acknowledge_error_code", IntegerType()),
+    ("acquired_records", ACQUIRED))))))
+SHARE_REQUEST = _s(("group_id", TEXT), ("member_id", TEXT), ("share_session_epoch", TEXT), ("topics", SHARE_ACKS))
+SHARE_RESPONSE = _s(("acquisition_lock_timeout_ms", TEXT), ("responses", SHARE_RESPONSES))
 
 # Per api key, the request and response fields its readers use (everything else in a body is skipped).
 REQUEST: Mapping[int, StructType] = {
@@ -126,12 +150,19 @@ REQUEST: Mapping[int, StructType] = {
     END_TXN: _s(("transactional_id", TEXT), ("committed", TEXT)),
     TXN_OFFSET_COMMIT: _s(("group_id", TEXT)),
     CONSUMER_GROUP_HEARTBEAT: _s(("group_id", TEXT)),
+    SHARE_GROUP_HEARTBEAT: _s(("group_id", TEXT), ("member_id", TEXT), ("member_epoch", TEXT)),
+    SHARE_FETCH: SHARE_REQUEST,
+    SHARE_ACKNOWLEDGE: SHARE_REQUEST,
 }
 RESPONSE: Mapping[int, StructType] = {
     JOIN_GROUP: _s(("generation_id", TEXT), ("member_id", TEXT), ("protocol_name", TEXT)),
     SYNC_GROUP: _s(("assignment", TEXT)),
     API_VERSIONS: _s(("api_keys", API_KEYS)),
     CONSUMER_GROUP_HEARTBEAT: _s(("member_epoch", TEXT), ("member_id", TEXT), ("assignment", TEXT)),
+    SHARE_GROUP_HEARTBEAT: _s(("member_epoch", TEXT), ("member_id", TEXT),
+                              ("assignment", _s(("topic_partitions", PARTS)))),
+    SHARE_FETCH: SHARE_RESPONSE,
+    SHARE_ACKNOWLEDGE: SHARE_RESPONSE,
 }
 
 
@@ -189,6 +220,17 @@ def _fields() -> dict[str, Column]:
         "resp_assignment": F.from_json(_first(r(SYNC_GROUP)["assignment"], r(CONSUMER_GROUP_HEARTBEAT)["assignment"]),
                                        ASSIGNMENT),
         "resp_api_keys": r(API_VERSIONS)["api_keys"],
+        "share_group_id": _first(*[q(k)["group_id"] for k in SHARE_APIS]),
+        "share_member_id": _first(*[q(k)["member_id"] for k in SHARE_APIS]),
+        "share_member_epoch": q(SHARE_GROUP_HEARTBEAT)["member_epoch"].cast("int"),
+        "share_session_epoch": _first(q(SHARE_FETCH)["share_session_epoch"],
+                                      q(SHARE_ACKNOWLEDGE)["share_session_epoch"]).cast("int"),
+        "share_acks": _first(q(SHARE_FETCH)["topics"], q(SHARE_ACKNOWLEDGE)["topics"]),
+        "share_responses": _first(r(SHARE_FETCH)["responses"], r(SHARE_ACKNOWLEDGE)["responses"]),
+        "share_lock_timeout_ms": r(SHARE_FETCH)["acquisition_lock_timeout_ms"].cast("long"),
+        "share_resp_member_id": r(SHARE_GROUP_HEARTBEAT)["member_id"],
+        "share_resp_member_epoch": r(SHARE_GROUP_HEARTBEAT)["member_epoch"].cast("int"),
+        "share_assignment": r(SHARE_GROUP_HEARTBEAT)["assignment"]["topic_partitions"],
     }
 
 

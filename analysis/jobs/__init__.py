@@ -28,6 +28,7 @@ MODULES: Mapping[str, str] = {
     "throughput": "analysis.jobs.throughput",
     "groups": "analysis.jobs.groups",
     "lag": "analysis.jobs.lag",
+    "shares": "analysis.jobs.shares",
     "producers": "analysis.jobs.producers",
     "schemas": "analysis.jobs.schemas",
     "findings": "analysis.jobs.findings",
