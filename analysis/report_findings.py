@@ -34,6 +34,10 @@ WHERE: dict[str, tuple[str, str]] = {
     "consumer.commit_per_message": ("t-offset_commits", "committed offsets"),
     "consumer.busy_polling": ("t-idle_fetches", "idle fetches"),
     "consumer.lag_growing": ("lag", "lag per partition"),
+    "share.poison_records": ("t-share_deliveries", "share group deliveries"),
+    "share.lock_expired": ("t-share_in_flight", "share group records never acknowledged"),
+    "share.session_churn": ("t-share_session_errors", "share session errors"),
+    "share.unbalanced": ("t-share_deliveries", "share group deliveries"),
     "broker.slow": ("t-latency_by_broker", "latency by broker"),
     "broker.throttling": ("t-latency_by_client", "latency by client"),
     "broker.unanswered": ("t-clients", "clients: unpaired requests"),
@@ -41,7 +45,8 @@ WHERE: dict[str, tuple[str, str]] = {
 }
 BY_FAMILY = {"producer": ("t-producers", "producers"), "client": ("t-clients", "clients"),
              "consumer": ("lag", "consumer lag"), "group": ("groups", "rebalance timeline"),
-             "broker": ("latency", "latency"), "topic": ("throughput", "throughput")}
+             "broker": ("latency", "latency"), "topic": ("throughput", "throughput"),
+             "share": ("shares", "share groups")}
 
 STYLE = """<style>
 .kd-look{margin:0;padding:0}

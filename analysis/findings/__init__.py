@@ -15,12 +15,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analysis import derived
-from analysis.findings import brokers, clients, consumers, groups, payloads, producer
+from analysis.findings import brokers, clients, consumers, groups, payloads, producer, shares
 from analysis.findings.config import Config, FindingsConfigError, load
 from analysis.findings.core import COLUMNS, FINDINGS, SEVERITIES, Inputs, Rule
 
-RULES: tuple[Rule, ...] = (producer.RULES + clients.RULES + consumers.RULES + groups.RULES + brokers.RULES
-                           + payloads.RULES)
+RULES: tuple[Rule, ...] = (producer.RULES + clients.RULES + consumers.RULES + groups.RULES + shares.RULES
+                           + brokers.RULES + payloads.RULES)
 BY_ID = {r.id: r for r in RULES}
 
 if TYPE_CHECKING:
