@@ -205,11 +205,9 @@ def test_empty_report_shows_no_data_in_chromium(tmp_path: Path) -> None:
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
-@pytest.mark.slow
-def test_report_of_the_rebalance_sample_through_the_real_pipeline(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """decode -> analyze --report (kdissect analyze's own code, on the test run's Spark session) -> chromium,
-    on the sample recorded for it: every chart drawn (a timeline per rebalancing group), nothing logged,
-    and the lag bars are the lagging consumers' own figures (last high watermark minus what they committed)."""
+def _sample_report(spark, tmp_path: Path, pcap: str):  # type: ignore[no-untyped-def]
+    """A bundled sample through decode -> analyze --report (kdissect analyze's own code, on the test run's
+    Spark session) -> chromium: the report's path and what chromium saw."""
     import argparse
     import io
 
@@ -217,11 +215,19 @@ def test_report_of_the_rebalance_sample_through_the_real_pipeline(spark, tmp_pat
     from analysis import cli
 
     ds, report = tmp_path / "dataset", tmp_path / "report.html"
-    kdissect.write_dataset([SAMPLES / "group-rebalance.pcap"], ds)
+    kdissect.write_dataset([SAMPLES / pcap], ds)
     p = argparse.ArgumentParser()
     cli.add_arguments(p)
     assert cli.run(p.parse_args([str(ds), "--report", str(report)]), io.StringIO(), spark=spark) == 0
-    seen = _open(report)
+    return report, _open(report)
+
+
+@pytest.mark.slow
+def test_report_of_the_rebalance_sample_through_the_real_pipeline(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """decode -> analyze --report (kdissect analyze's own code, on the test run's Spark session) -> chromium,
+    on the sample recorded for it: every chart drawn (a timeline per rebalancing group), nothing logged,
+    and the lag bars are the lagging consumers' own figures (last high watermark minus what they committed)."""
+    report, seen = _sample_report(spark, tmp_path, "group-rebalance.pcap")
     (tmp_path / "report.png").write_bytes(seen.screenshot)
     assert seen.errors == [] and seen.external_requests == []
     ids = {c["id"] for c in seen.charts}
@@ -247,19 +253,9 @@ def test_report_of_the_rebalance_sample_through_the_real_pipeline(spark, tmp_pat
 def test_report_of_the_share_sample_shows_its_share_groups(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """decode -> analyze --report -> chromium on the share-group sample: a Share groups section whose
     deliveries table holds each member's own counts, and nothing logged."""
-    import argparse
     import html as html_lib
-    import io
 
-    import kdissect
-    from analysis import cli
-
-    ds, report = tmp_path / "dataset", tmp_path / "report.html"
-    kdissect.write_dataset([SAMPLES / "mock-share-groups.pcap"], ds)
-    p = argparse.ArgumentParser()
-    cli.add_arguments(p)
-    assert cli.run(p.parse_args([str(ds), "--report", str(report)]), io.StringIO(), spark=spark) == 0
-    seen = _open(report)
+    report, seen = _sample_report(spark, tmp_path, "mock-share-groups.pcap")
     assert seen.errors == [] and seen.external_requests == []
     page = report.read_text()
     assert '<section class="block" id="shares">' in page and 'href="#shares"' in page
