@@ -137,3 +137,25 @@ def test_a_batch_with_one_type_per_offset_and_gaps(spark):
                   for r in derived.share_acknowledgements(ex, parts).collect())
     assert rows == [(10, 10, "ACCEPT", 1, 0), (12, 12, "RELEASE", 1, 0), (13, 13, "REJECT", 1, 0),
                     (14, 16, "ACCEPT", 3, 0)]
+
+
+def _fetch(cid, t, client, member, acquired, lock_ms=1000):
+    return exchange(cid, "ShareFetch", api_key=78, t=t, latency=1.0, client=client, request={
+        "group_id": "g", "member_id": member, "share_session_epoch": cid, "topics": []},
+        response={"error_code": 0, "acquisition_lock_timeout_ms": lock_ms, "responses": [{"topic_id": "T", "partitions": [
+            {"partition_index": 0, "error_code": 0, "acknowledge_error_code": 0,
+             "acquired_records": [{"first_offset": f, "last_offset": last, "delivery_count": d}
+                                  for f, last, d in acquired]}]}]})
+
+
+def test_unacknowledged_records_in_flight_released_or_expired(spark):
+    ex = table(spark, "exchanges", [
+        _fetch(1, 0.0, "c1", "m1", [(0, 4, 1)]),
+        _ack(2, 0.5, [{"first_offset": 0, "last_offset": 1, "acknowledge_types": [1]}], client="c1", member="m1"),
+        _fetch(3, 0.8, "c2", "m2", [(2, 3, 2)]),    # before c1's lock ran out (1.001 s): its session ended
+        _fetch(4, 2.0, "c2", "m2", [(4, 4, 2)]),    # after it
+    ])
+    rows = sorted((r["client_id"], r["first_offset"], r["last_offset"], r["state"], r["next_client_id"])
+                  for r in derived.share_unacknowledged(ex, table(spark, "partitions", [])).collect())
+    assert rows == [("c1", 2, 3, "released", "c2"), ("c1", 4, 4, "lock_expired", "c2"),
+                    ("c2", 2, 3, "in_flight", None), ("c2", 4, 4, "in_flight", None)]
