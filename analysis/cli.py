@@ -24,7 +24,7 @@ from analysis.jobs import JOBS
 
 HELP = """\
 Runs every analysis job (latency, errors, throughput, consumer groups, lag,
-producers, inventory, findings) over one or more datasets written by 'kdissect
+share groups, producers, inventory, findings) over one or more datasets written by 'kdissect
 decode', prints the key tables worst first, and writes what is asked: an HTML
 report with plots, all tables as one JSON object, or one Parquet/CSV file per
 table. It runs on the embedded engine (Sail, in this process: no Java) unless

@@ -246,6 +246,24 @@ TABLES = {t.name: t for t in (
     TableSpec("consumer_lag", "Consumer lag", ("group_id", "client_id", "topic", "partition", "committed_offset",
                                               "fetch_position", "high_watermark", "lag", "lag_from",
                                               "committed_ts", "high_watermark_ts"), ("lag",)),
+    TableSpec("share_deliveries", "Deliveries per member (records)", ("group_id", "topic", "partition", "client_id",
+                                                                       "acquired", "accepted", "released",
+                                                                       "rejected", "redelivered",
+                                                                       "max_delivery_count"), ("acquired",)),
+    TableSpec("share_groups", "Members", ("group_id", "client_id", "member_id", "joined_ts", "left_ts",
+                                          "member_epoch", "group_epoch", "assignments", "heartbeat_errors"),
+              (), ("group_id", "joined_ts")),
+    TableSpec("share_in_flight", "Acquired, never acknowledged", ("group_id", "topic", "partition", "first_offset",
+                                                                  "last_offset", "records", "client_id", "state",
+                                                                  "acquired_ts", "lock_expires_ts",
+                                                                  "next_client_id", "next_delivery_count"),
+              ("records",),
+              note="<i>in_flight</i>: nothing later in the capture took them; <i>lock_expired</i>: delivered again "
+                   "once the acquisition lock ran out; <i>released</i>: delivered again before, the member's "
+                   "share session having ended."),
+    TableSpec("share_session_errors", "Share session errors", ("group_id", "client_id", "broker", "api_name",
+                                                                "error", "level", "count", "session_epochs",
+                                                                "first_ts", "last_ts"), ("count",)),
     TableSpec("producers", "Idempotent and transactional producers",
               ("client_id", "producer_id", "producer_epoch", "transactional_id", "transactions_begun",
                "transactions_committed", "transactions_aborted", "records_per_batch", "batches_per_request"),
@@ -471,6 +489,15 @@ def render(results: Results, *, title: str = DEFAULT_TITLE) -> str:
                 caption="Per partition and group: the latest high watermark seen minus the latest committed offset "
                         "(or fetch position), the largest first; partitions at lag 0 are counted, not drawn."),
         p.table("consumer_lag"))
+    shares = ("share_deliveries", "share_groups", "share_in_flight", "share_session_errors")
+    if any(p.rows(name) for name in shares):
+        p.section("shares", "Share groups",
+                  "KIP-932 share groups, as their members' heartbeats, ShareFetch and ShareAcknowledge showed "
+                  "them: records acquired (the acquired ranges of ShareFetch answers) and acknowledged as "
+                  "accepted, released or rejected; redelivered: acquired with a delivery count above 1.",
+                  *[p.table(name) for name in shares])
+    else:
+        p.shown.update(shares)
     p.section("producers", "Producers", "Idempotent and transactional producers and their transactions.",
               p.table("producers"))
     p.section("inventory", "Inventory", "Who spoke which api versions; what could not be decoded.",

@@ -101,8 +101,9 @@ def session_churn(inp: Inputs, th: Thresholds) -> DataFrame:
     return emit(hits, "share.session_churn", "warning", "client", F.col("client_id"),
                 {"group_id": F.col("group_id"), "errors": F.col("errors"), "error_names": F.col("error_names"),
                  "brokers": F.col("brokers"), "apis": F.col("apis")},
-                fmt("%s (share group %s) got %s share session error(s) (%s) from %s: each one drops the session, "
-                    "its acknowledgements in flight may be lost and the records it held are released.",
+                fmt("%s (share group %s) got %s share session error(s) (%s) from %s: each time the broker held "
+                    "no share session for it at that epoch, so the request's acknowledgements were not applied "
+                    "and the client had to open a new session.",
                     F.col("client_id"), F.col("group_id"), F.col("errors"), F.array_join("error_names", ", "),
                     F.array_join("brokers", ", ")),
                 "Look for what resets sessions: reconnects (connections.max.idle.ms, network), a client leaving and "

@@ -205,11 +205,9 @@ def test_empty_report_shows_no_data_in_chromium(tmp_path: Path) -> None:
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
-@pytest.mark.slow
-def test_report_of_the_rebalance_sample_through_the_real_pipeline(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """decode -> analyze --report (kdissect analyze's own code, on the test run's Spark session) -> chromium,
-    on the sample recorded for it: every chart drawn (a timeline per rebalancing group), nothing logged,
-    and the lag bars are the lagging consumers' own figures (last high watermark minus what they committed)."""
+def _sample_report(spark, tmp_path: Path, pcap: str):  # type: ignore[no-untyped-def]
+    """A bundled sample through decode -> analyze --report (kdissect analyze's own code, on the test run's
+    Spark session) -> chromium: the report's path and what chromium saw."""
     import argparse
     import io
 
@@ -217,11 +215,19 @@ def test_report_of_the_rebalance_sample_through_the_real_pipeline(spark, tmp_pat
     from analysis import cli
 
     ds, report = tmp_path / "dataset", tmp_path / "report.html"
-    kdissect.write_dataset([SAMPLES / "group-rebalance.pcap"], ds)
+    kdissect.write_dataset([SAMPLES / pcap], ds)
     p = argparse.ArgumentParser()
     cli.add_arguments(p)
     assert cli.run(p.parse_args([str(ds), "--report", str(report)]), io.StringIO(), spark=spark) == 0
-    seen = _open(report)
+    return report, _open(report)
+
+
+@pytest.mark.slow
+def test_report_of_the_rebalance_sample_through_the_real_pipeline(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """decode -> analyze --report (kdissect analyze's own code, on the test run's Spark session) -> chromium,
+    on the sample recorded for it: every chart drawn (a timeline per rebalancing group), nothing logged,
+    and the lag bars are the lagging consumers' own figures (last high watermark minus what they committed)."""
+    report, seen = _sample_report(spark, tmp_path, "group-rebalance.pcap")
     (tmp_path / "report.png").write_bytes(seen.screenshot)
     assert seen.errors == [] and seen.external_requests == []
     ids = {c["id"] for c in seen.charts}
@@ -241,3 +247,30 @@ def test_report_of_the_rebalance_sample_through_the_real_pipeline(spark, tmp_pat
             topic, part = tp.rsplit("-", 1)
             got[(group, topic, int(part))] = lag
     assert {k: v for k, v in got.items() if k[0] in ("kd-lag-tansu", "kd-lag-mock")} == want
+
+
+@pytest.mark.slow
+def test_report_of_the_share_sample_shows_its_share_groups(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """decode -> analyze --report -> chromium on the share-group sample: a Share groups section whose
+    deliveries table holds each member's own counts, and nothing logged."""
+    import html as html_lib
+
+    report, seen = _sample_report(spark, tmp_path, "mock-share-groups.pcap")
+    assert seen.errors == [] and seen.external_requests == []
+    page = report.read_text()
+    assert '<section class="block" id="shares">' in page and 'href="#shares"' in page
+    table = re.search(r'id="t-share_deliveries">(.*?)</section>', page, re.S).group(1)
+    head = [html_lib.unescape(h).replace(" ", "_") for h in re.findall(r"<th[^>]*>(.*?)</th>",
+                                                                         table.split("</thead>")[0])]
+    rows = [[html_lib.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr)]
+            for tr in re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1].split("</tbody>")[0], re.S)]
+    got = {(r[head.index("client_id")], r[head.index("partition")]):
+           tuple(int(r[head.index(c)].replace(",", "")) for c in ("acquired", "accepted", "released", "rejected"))
+           for r in rows}
+    expected = json.loads((SAMPLES / "mock-share-groups.expected.json").read_text())
+    want = {(c["client_id"], p): (a["count"], c["acks"][t][p].get("ACCEPT", 0), c["acks"][t][p].get("RELEASE", 0),
+                                  c["acks"][t][p].get("REJECT", 0))
+            for c in expected["clients"] if "acquired" in c for t, parts in c["acquired"].items()
+            for p, a in parts.items()}
+    assert got == want
+    assert "share.lock_expired" in page and "kd-share-stuck" in page

@@ -56,7 +56,8 @@ def test_every_table_of_the_contract_is_there_with_its_columns(results):
     for name in ("summary", "latency_by_client", "latency_by_broker", "latency_by_topic", "latency_over_time",
                  "latency_histogram", "latency_spikes", "latency_by_size", "idle_fetches", "errors_over_time",
                  "throughput_over_time", "top_clients", "group_members", "offset_commits", "produce_to_fetch",
-                 "producers", "api_versions", "anomalies_by_kind", "findings"):
+                 "producers", "api_versions", "anomalies_by_kind", "findings", "share_groups", "share_deliveries",
+                 "share_in_flight", "share_session_errors"):
         assert name in data
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", data["summary"][0]["first_ts"])
     assert data["summary"][0]["captures"] == len(SAMPLES)

@@ -1,6 +1,7 @@
 """(slow) Where a table and a finding speak of the same thing, they say the same, on every bundled sample: a
 rebalance the ``rebalances`` table lists is the one a group finding names (its generation, span, members),
-and the lag a ``consumer.lag_growing`` finding quotes is the ``consumer_lag`` table's.
+and the lag a ``consumer.lag_growing`` finding quotes is the ``consumer_lag`` table's; the share group findings
+quote the share tables' counts (``share_deliveries``, ``share_in_flight``, ``share_session_errors``).
 
 The rules run with thresholds low enough that every generation is a long rebalance and every group a
 storm, so each row of ``rebalances`` is checked against a finding, not only the few the defaults report.
@@ -21,18 +22,19 @@ pytestmark = pytest.mark.slow
 
 EVERYTHING = ["group.long_rebalance.min_duration_ms=0", "group.rebalance_storm.min_rebalances=1",
               "group.rebalance_storm.max_per_hour=0", "consumer.lag_growing.min_samples=2",
-              "consumer.lag_growing.min_growth_records=0"]
+              "consumer.lag_growing.min_growth_records=0", "share.poison_records.min_delivery_count=2",
+              "share.session_churn.min_errors=1", "share.unbalanced.min_ratio=0", "share.unbalanced.min_records=0"]
 
 
 @pytest.fixture(scope="module")
 def results(embedded, sample_datasets) -> dict[str, dict[str, list[dict]]]:
-    """Per sample, its ``rebalances``, ``consumer_lag`` and ``findings`` tables (as ``analyze --json``)."""
+    """Per sample, its group, lag, share and ``findings`` tables (as ``analyze --json``)."""
     rules = arguments.findings_config(None, EVERYTHING)
     out = {}
     with connect_mode(True):
         for name in NAMES:
             request = schedule.Request([str(sample_datasets[name])], findings=rules)
-            out[name] = output.as_json(schedule.analyze(embedded, request, ["groups", "lag", "findings"]))
+            out[name] = output.as_json(schedule.analyze(embedded, request, ["groups", "lag", "shares", "findings"]))
     return out
 
 
@@ -90,3 +92,52 @@ def test_the_samples_give_the_group_findings_something_to_agree_on(results):
     rebalances = sum(len(tables["rebalances"]) for tables in results.values())
     assert rebalances >= 10 and kinds["group.long_rebalance"] == rebalances
     assert kinds["group.member_vanished"] >= 1 and kinds["group.rebalance_storm"] >= 3
+
+
+def _tp(row: dict) -> str:
+    return f"{row['group_id']} {row['topic']}-{row['partition']}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_share_findings_quote_the_share_tables(results, name):
+    tables = results[name]
+    deliveries = tables["share_deliveries"]
+    # Poison records (every redelivery counts at threshold 2): a finding per partition with a rejected or
+    # redelivered record, quoting the table's rejected records and highest delivery count.
+    want = defaultdict(lambda: {"rejected": 0, "max": 1, "redelivered": 0})
+    for r in deliveries:
+        w = want[_tp(r)]
+        w["rejected"] += r["rejected"]
+        w["redelivered"] += r["redelivered"]
+        w["max"] = max(w["max"], r["max_delivery_count"] or 1)
+    want = {k: w for k, w in want.items() if w["rejected"] or w["redelivered"]}
+    poison = {f["subject"]: ev for f, ev in _found(tables, "share.poison_records")}
+    assert poison.keys() == want.keys()
+    for key, ev in poison.items():
+        assert ev["rejected_records"] == want[key]["rejected"], key
+        if want[key]["redelivered"]:
+            assert ev["max_delivery_count"] == want[key]["max"], key
+    expired = Counter()
+    for r in tables["share_in_flight"]:
+        if r["state"] == "lock_expired":
+            expired[(r["client_id"], r["group_id"], f"{r['topic']}-{r['partition']}")] += r["records"]
+    assert Counter({(f["subject"], ev["group_id"], ev["topic_partition"]): ev["records"]
+                    for f, ev in _found(tables, "share.lock_expired")}) == expired
+    churn = Counter()
+    for r in tables["share_session_errors"]:
+        if r["error"] in ("SHARE_SESSION_NOT_FOUND", "INVALID_SHARE_SESSION_EPOCH", "SHARE_SESSION_LIMIT_REACHED"):
+            churn[(r["client_id"], r["group_id"])] += r["count"]
+    assert Counter({(f["subject"], ev["group_id"]): ev["errors"] for f, ev in _found(tables, "share.session_churn")}) \
+        == churn
+    acquired = Counter()
+    for r in deliveries:
+        acquired[(r["client_id"], r["group_id"])] += r["acquired"]
+    members = Counter(g for _, g in acquired)
+    assert {(f["subject"], ev["group_id"]): ev["acquired"] for f, ev in _found(tables, "share.unbalanced")} \
+        == {k: v for k, v in acquired.items() if members[k[1]] >= 2}
+
+
+def test_the_share_sample_gives_the_share_findings_something_to_agree_on(results):
+    kinds = Counter(f["finding"] for f in results["mock-share-groups"]["findings"])
+    assert kinds["share.poison_records"] >= 3 and kinds["share.lock_expired"] == 1
+    assert kinds["share.session_churn"] == 3 and kinds["share.unbalanced"] == 3

@@ -14,6 +14,7 @@ ISSUE_IDS = {
     "group.session_timeout", "group.member_vanished", "group.poll_timeout", "broker.slow", "broker.throttling", "broker.unanswered",
     "topic.hot_partition", "client.legacy_format", "client.old_versions",
     "topic.mixed_formats", "topic.unknown_schema", "topic.schema_changes",        # issue 31: record payloads
+    "share.poison_records", "share.lock_expired", "share.session_churn", "share.unbalanced",  # issue 47
 }
 
 
