@@ -53,7 +53,8 @@ HOT_MODULES = [
     "dissector/schema/_decoders.py", "dissector/topics.py", "dissector/views.py", "dissector/v07/connection.py",
     "dissector/v07/messages.py", "dissector/v07/wire.py", "dissector/v07/views.py",
     "kdissect/dataset/bodies.py", "kdissect/dataset/columns.py", "kdissect/dataset/writer.py", "kdissect/run/decode.py",
-    "kdissect/metrics/fold.py", "kdissect/dataset/payload_columns.py", "kdissect/dataset/rows.py",
+    "kdissect/metrics/fold.py", "kdissect/metrics/shares.py", "kdissect/dataset/payload_columns.py",
+    "kdissect/dataset/rows.py",
     "kdissect/dataset/record_rows.py",
     "payloads/avro.py", "payloads/avrofast.py", "payloads/decoder.py", "payloads/framing.py", "payloads/render.py",
 ]

@@ -4,6 +4,7 @@ One more sink of the same rows the dataset gets, beside the Parquet writer:
 
 * :mod:`kdissect.metrics.catalog`: what is exported (names, labels, help), once;
 * :mod:`kdissect.metrics.fold`: rows in, metric state out; no I/O, no exporter library;
+* :mod:`kdissect.metrics.shares`: the fold's share groups (KIP-932) part;
 * :mod:`kdissect.metrics.prometheus`: the fold as a ``prometheus-client`` collector, served over
   HTTP (``live --metrics``) or written as a text file (``decode --metrics-out``);
 * :mod:`kdissect.metrics.otlp`: the fold through the OpenTelemetry SDK's OTLP exporter (``live --otlp``);

@@ -68,6 +68,20 @@ REBALANCES = Metric("kafka_group_rebalances", COUNTER, ("group",),
 MEMBERS = Metric("kafka_group_members", GAUGE, ("group",),
                  "Members of the group's latest generation (KIP-848: members heartbeating and not left)",
                  "kafka.consumer_group.members", "{member}", (_GROUP,))
+SHARE_ACQUIRED = Metric("kafka_share_acquired_records", COUNTER, ("group", "topic", "client_id"),
+                        "Records share consumers acquired (KIP-932): the acquired ranges of ShareFetch responses",
+                        "kafka.share_group.acquired.messages", "{message}", (_GROUP, _DEST, _CLIENT))
+SHARE_REDELIVERED = Metric("kafka_share_redelivered_records", COUNTER, ("group", "topic", "client_id"),
+                           "Records share consumers acquired with a delivery count above 1 (delivered again)",
+                           "kafka.share_group.redelivered.messages", "{message}", (_GROUP, _DEST, _CLIENT))
+SHARE_ACKNOWLEDGED = Metric("kafka_share_acknowledged_records", COUNTER, ("group", "topic", "client_id", "type"),
+                            "Records share consumers acknowledged, by type (accept, release, reject): the "
+                            "acknowledgement batches of ShareFetch and ShareAcknowledge requests",
+                            "kafka.share_group.acknowledged.messages", "{message}",
+                            (_GROUP, _DEST, _CLIENT, "kafka.share_group.acknowledge.type"))
+SHARE_MEMBERS = Metric("kafka_share_group_members", GAUGE, ("group",),
+                       "Members of the share group seen heartbeating (ShareGroupHeartbeat) and not leaving",
+                       "kafka.share_group.members", "{member}", (_GROUP,))
 THROTTLE = Metric("kafka_throttle_seconds", COUNTER, ("api", "client_id"),
                   "Throttle time brokers asked of clients in responses", "kafka.client.throttle.time", "s",
                   (_OP, _CLIENT))
@@ -86,4 +100,5 @@ FOLDED = Metric("kdissect_metric_series_folded", COUNTER, ("metric",),
                 "kdissect.metrics.folded", "{update}", ("kdissect.metric",))
 
 METRICS = (REQUESTS, DURATION, PRODUCED_RECORDS, PRODUCED_BYTES, FETCHED_RECORDS, FETCHED_BYTES, LAG, REBALANCES,
-           MEMBERS, THROTTLE, CONNECTIONS, PACKETS, DROPPED, BACKLOG, ANOMALIES, FOLDED)
+           MEMBERS, SHARE_ACQUIRED, SHARE_REDELIVERED, SHARE_ACKNOWLEDGED, SHARE_MEMBERS, THROTTLE, CONNECTIONS,
+           PACKETS, DROPPED, BACKLOG, ANOMALIES, FOLDED)

@@ -9,6 +9,7 @@ cdef class MetricsFold:
     cdef public dict throttle, rebalances, anomalies, folded
     cdef public dict commits, positions, watermarks, client_groups, generations, classic_members
     cdef public dict kip848_members, open, _gauges
+    cdef public object shares
     cpdef _admit(self, dict d, tuple key, metric)
     cpdef _add(self, dict d, tuple key, n, metric)
     @cython.locals(d=dict, h=list)

@@ -18,6 +18,9 @@ Rules shared with the analysis (``analysis/jobs/latency.py``, ``analysis/jobs/la
   commit, else the latest fetch position of a consumer that joined, heartbeated or
   committed for the group; "latest" is by capture time. Consumers outside any group have
   no lag series (the ``consumer_lag`` table lists them per client id).
+* share groups (KIP-932): records acquired, redelivered and acknowledged by type, and
+  members, as the ``share_deliveries`` and ``share_groups`` tables count them
+  (:mod:`kdissect.metrics.shares`).
 
 Cardinality: every metric holds at most ``max_series`` series. A new label combination
 past that is added to the metric's series whose labels are all ``other`` (counted in
@@ -37,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdissect.metrics import catalog as C
+from kdissect.metrics.shares import SHARE_APIS, ShareFold
 from kdissect.dataset.tables import COLUMNS
 
 # api keys (Kafka's, which 0.7's requests map onto: see dissector/v07/wire.py)
@@ -44,7 +48,7 @@ PRODUCE, FETCH, LIST_OFFSETS, OFFSET_COMMIT, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP,
 TXN_OFFSET_COMMIT, CONSUMER_GROUP_HEARTBEAT = 28, 68
 # The apis whose bodies the fold reads (the tables hold them as JSON only).
 BODY_APIS = frozenset({FETCH, LIST_OFFSETS, OFFSET_COMMIT, TXN_OFFSET_COMMIT, JOIN_GROUP, HEARTBEAT, SYNC_GROUP,
-                       CONSUMER_GROUP_HEARTBEAT})
+                       CONSUMER_GROUP_HEARTBEAT}) | SHARE_APIS
 _MEMBER_APIS = frozenset({JOIN_GROUP, SYNC_GROUP, HEARTBEAT, OFFSET_COMMIT, CONSUMER_GROUP_HEARTBEAT})
 _PARTITION_APIS = frozenset({PRODUCE, FETCH, LIST_OFFSETS, OFFSET_COMMIT, TXN_OFFSET_COMMIT})
 LATEST = -1                    # ListOffsets timestamp asking for the log end
@@ -121,6 +125,7 @@ class MetricsFold:
         self.classic_members: dict[str, tuple[int, set[str]]] = {}   # group -> (latest generation, members)
         self.kip848_members: dict[str, dict[str, int]] = {}  # group -> member id -> epoch
         self.open: dict[str, str] = {}                       # connection id -> broker, until it ends
+        self.shares = ShareFold(self, MAX_STATE)             # share groups (KIP-932)
         self._gauges: dict[str, set[tuple]] = {}             # series each gauge admitted, in first-seen order
 
     # -- the decoding thread ------------------------------------------------------------------
@@ -210,6 +215,8 @@ class MetricsFold:
                 self._partitions(api_key, client, client_l, status, request, pa, p0, p1)
         if api_key in _MEMBER_APIS and request is not None:
             self._groups(api_key, client, code, request, response)
+        elif api_key in SHARE_APIS:
+            self.shares.exchange(api_key, client_l, request, response, pa, p0, p1)
 
     def _produce(self, client_l: str, status: str, pa: Sequence[list], p0: int, p1: int) -> None:
         """Records and bytes of the partitions the broker accepted (or of acks=0 requests)."""
@@ -456,6 +463,7 @@ class MetricsFold:
             return Family(metric, [(k, v) for k, v in list(d.items())])
 
         durations = [(k, tuple(v)) for k, v in list(self.durations.items())]
+        shares = self.shares
         return [
             counter(C.REQUESTS, self.requests),
             Family(C.DURATION, durations),
@@ -466,6 +474,10 @@ class MetricsFold:
             Family(C.LAG, self._gauge(C.LAG, self.lag())),
             counter(C.REBALANCES, self.rebalances),
             Family(C.MEMBERS, self._gauge(C.MEMBERS, self.members())),
+            counter(C.SHARE_ACQUIRED, shares.acquired_records()),
+            counter(C.SHARE_REDELIVERED, shares.redelivered_records()),
+            counter(C.SHARE_ACKNOWLEDGED, shares.acknowledged),
+            Family(C.SHARE_MEMBERS, self._gauge(C.SHARE_MEMBERS, shares.group_members())),
             counter(C.THROTTLE, self.throttle),
             Family(C.CONNECTIONS, self._gauge(C.CONNECTIONS, self.connections())),
             Family(C.PACKETS, [((), h.packets)]),

@@ -22,7 +22,8 @@ from kdissect.metrics.fold import MetricsFold
 from kdissect.metrics.libs import need
 
 _SYSTEM = {"messaging.system": "kafka"}
-_OPERATION_TYPE = {"Produce": "send", "Fetch": "receive", "OffsetCommit": "settle", "TxnOffsetCommit": "settle"}
+_OPERATION_TYPE = {"Produce": "send", "Fetch": "receive", "OffsetCommit": "settle", "TxnOffsetCommit": "settle",
+                   "ShareFetch": "receive", "ShareAcknowledge": "settle"}
 EXPORT_TIMEOUT = 5          # seconds an export may take: a stop never waits longer for a collector
 # One collection calls every instrument's callback in turn: they share one snapshot of the fold taken at
 # most this long ago (seconds), rather than folding the state fifteen times.

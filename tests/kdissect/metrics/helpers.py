@@ -57,3 +57,27 @@ def total(fold: MetricsFold, metric: str, **match: str) -> float:
     fam = next(f for f in fold.families() if f.metric.name == metric)
     idx = {name: i for i, name in enumerate(fam.metric.labels)}
     return sum(v for k, v in fam.samples if all(k[idx[n]] == want for n, want in match.items()))
+
+
+SHARE_PCAP = SAMPLES / "mock-share-groups.pcap"
+
+
+def share_truth(pcap: Path = SHARE_PCAP) -> dict[str, dict[tuple, int]]:
+    """The share consumers' own counts of a sample (its ``.expected.json``), keyed as the share metrics:
+    ``acquired`` and ``redelivered`` by (group, topic, client id), ``acknowledged`` by (..., type)."""
+    import json
+    truth: dict[str, dict[tuple, int]] = {"acquired": {}, "redelivered": {}, "acknowledged": {}}
+    for c in json.loads(pcap.with_suffix(".expected.json").read_text())["clients"]:
+        key = (c.get("group"), c["client_id"])
+        for topic, parts in (c.get("acquired") or {}).items():
+            k = (key[0], topic, key[1])
+            for p in parts.values():
+                truth["acquired"][k] = truth["acquired"].get(k, 0) + p["count"]
+                truth["redelivered"][k] = truth["redelivered"].get(k, 0) + p.get("redelivered", 0)
+        for topic, parts in (c.get("acks") or {}).items():
+            for by_type in parts.values():
+                for kind, n in by_type.items():
+                    if kind != "UNACKNOWLEDGED":
+                        k = (key[0], topic, key[1], kind.lower())
+                        truth["acknowledged"][k] = truth["acknowledged"].get(k, 0) + n
+    return truth

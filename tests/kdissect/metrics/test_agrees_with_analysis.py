@@ -10,7 +10,7 @@ import pytest
 from kdissect.metrics.fold import MetricsFold
 from tests.analysis.conftest import spark  # noqa: F401 - the shared session fixture
 
-from tests.kdissect.metrics.helpers import PCAPS, live_fold
+from tests.kdissect.metrics.helpers import PCAPS, live_fold, share_truth
 
 pytestmark = pytest.mark.slow
 
@@ -73,3 +73,34 @@ def test_rebalances_equal_the_rebalances_table(both) -> None:
     for r in groups.rebalances(ds.exchanges).collect():
         counts[(r["group_id"],)] = counts.get((r["group_id"],), 0) + 1
     assert counts and fold.rebalances == counts
+
+
+def test_share_counters_equal_the_share_deliveries_table(both) -> None:
+    """Per group, topic and client (the table's partitions summed), and on the sample the consumers' own counts."""
+    from analysis import derived
+    fold, ds = both
+    columns = {"acquired": None, "redelivered": None, "accepted": "accept", "released": "release",
+               "rejected": "reject"}
+    table: dict[str, dict[tuple, int]] = {c: {} for c in columns}
+    for r in derived.share_deliveries(ds.exchanges, ds.partitions).collect():
+        key = (r["group_id"] or "", r["topic"] or "", r["client_id"] or "")
+        for c, kind in columns.items():
+            k = key if kind is None else (*key, kind)
+            if kind is None or r[c]:
+                table[c][k] = table[c].get(k, 0) + r[c]
+    acknowledged = {k: v for c in ("accepted", "released", "rejected") for k, v in table[c].items()}
+    assert table["acquired"] and fold.shares.acquired_records() == table["acquired"]
+    assert fold.shares.redelivered_records() == table["redelivered"]
+    assert fold.shares.acknowledged == acknowledged
+    truth = share_truth()
+    assert {k: v for k, v in acknowledged.items() if k[0] == "kd-share"} == truth["acknowledged"]
+
+
+def test_share_members_gauge_counts_the_members_the_share_groups_table_has_not_seen_leave(both) -> None:
+    from analysis import derived
+    fold, ds = both
+    table: dict[tuple, int] = {}
+    for r in derived.share_members(ds.exchanges, ds.partitions).collect():
+        k = (r["group_id"] or "",)
+        table[k] = table.get(k, 0) + (r["left_ts"] is None)
+    assert table and fold.shares.group_members() == table

@@ -12,7 +12,7 @@ import pytest
 from kdissect.metrics import catalog as C
 from kdissect.metrics.fold import MetricsFold
 
-from tests.kdissect.metrics.helpers import PCAPS, live_fold, parquet_fold, samples, total
+from tests.kdissect.metrics.helpers import PCAPS, SHARE_PCAP, live_fold, parquet_fold, samples, share_truth, total
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,9 @@ def test_live_and_parquet_folds_agree_on_every_sample(folded) -> None:
     assert live == samples(parquet_fold(files))
     assert {name for name, _ in live} >= {"kafka_requests", "kafka_request_duration_seconds", "kafka_produced_records",
                                           "kafka_fetched_records", "kafka_consumer_lag_records",
-                                          "kafka_group_rebalances", "kafka_group_members", "kdissect_anomalies"}
+                                          "kafka_group_rebalances", "kafka_group_members", "kdissect_anomalies",
+                                          "kafka_share_acquired_records", "kafka_share_redelivered_records",
+                                          "kafka_share_acknowledged_records", "kafka_share_group_members"}
 
 
 def test_requests_by_api_equal_the_dataset_rows(folded) -> None:
@@ -108,6 +110,81 @@ def test_cardinality_is_bounded_and_the_rest_is_folded_into_other(tmp_path: Path
     assert all(len(s) <= 4 for name, s in fams.items() if name != "kdissect_metric_series_folded")
     assert len(fams["kdissect_metric_series_folded"]) <= len(C.METRICS)     # one per metric at most
     assert sum(n for _, n in fams["kafka_requests"]) == sum(full.requests.values())
+
+
+def test_share_counters_are_the_share_consumers_own_counts(folded) -> None:
+    """Acquired, redelivered and acknowledged records per group, topic and client: what each
+    ShareConsumer of the sample counted itself (its locks that expired were never acknowledged)."""
+    fold, _, _ = folded
+    truth = share_truth()
+    groups = {k[0] for k in truth["acquired"]}
+    mine = fold.shares
+    assert {k: v for k, v in mine.acquired_records().items() if k[0] in groups} == truth["acquired"]
+    assert {k: v for k, v in mine.redelivered_records().items() if k[0] in groups} == truth["redelivered"]
+    assert {k: v for k, v in mine.acknowledged.items() if k[0] in groups} == truth["acknowledged"]
+    assert {k[3] for k in truth["acknowledged"]} == {"accept", "release", "reject"}
+    assert truth["acquired"][("kd-share", "share-jobs", "kd-share-stuck")] == 6     # named, not a topic id
+    assert mine.group_members() == {("kd-share",): 0}       # every member left
+    assert total(fold, "kafka_share_acknowledged_records", type="release") == 12
+
+
+def test_share_members_gauge_follows_the_joins_and_leaves(tmp_path: Path) -> None:
+    """Three ShareConsumers join the sample's group one after another and all leave by its end."""
+    from kdissect.metrics.parquet import ParquetFold, fold_files
+    seen: list[int] = []
+
+    class Watching(ParquetFold):
+        def exchange(self, *args) -> None:  # type: ignore[no-untyped-def]
+            super().exchange(*args)
+            n = self.shares.group_members().get(("kd-share",))
+            if n is not None and (not seen or seen[-1] != n):
+                seen.append(n)
+
+    _, files = live_fold([SHARE_PCAP], tmp_path / "out")
+    fold_files(files, Watching())
+    assert seen[:3] == [1, 2, 3] and max(seen) == 3 and seen[-1] == 0
+
+
+def test_share_series_past_the_limit_are_folded_into_other(tmp_path: Path) -> None:
+    fold, files = live_fold([SHARE_PCAP], tmp_path / "out", max_series=1)
+    full = parquet_fold(files)
+    for small, big in ((fold.shares.acquired_records(), full.shares.acquired_records()),
+                       (fold.shares.redelivered_records(), full.shares.redelivered_records()),
+                       (fold.shares.acknowledged, full.shares.acknowledged)):
+        assert len(small) == 2 and len(big) > 2 and sum(small.values()) == sum(big.values())
+        other = next(k for k in small if set(k) == {C.OTHER})
+        assert all(big[k] == v for k, v in small.items() if k != other)
+    assert fold.folded[("kafka_share_acquired_records",)] == fold.folded[("kafka_share_redelivered_records",)] > 0
+    assert fold.folded[("kafka_share_acknowledged_records",)] > 0
+
+
+def test_share_bodies_no_peer_sends_count_nothing_and_state_stays_bounded() -> None:
+    """Hand-built bodies (no real client sends these): wrong types count nothing and raise nothing; a
+    batch of one type per offset counts each; members past the cap are not kept."""
+    from kdissect.dataset.tables import COLUMNS
+    from kdissect.metrics.shares import SHARE_ACKNOWLEDGE, SHARE_FETCH, SHARE_GROUP_HEARTBEAT, ShareFold
+    shares = ShareFold(MetricsFold(), max_state=2)
+    pa = [[] for _ in COLUMNS["partitions"]]
+    odd = [None, 7, "x", [], [None, 3], {"topics": "x"}, {"topics": [{"partitions": [{"acknowledgement_batches": [
+        {"first_offset": "1", "last_offset": 2, "acknowledge_types": [1]},
+        {"first_offset": 5, "last_offset": 2, "acknowledge_types": [1]},
+        {"first_offset": 1, "last_offset": 2, "acknowledge_types": [9]},
+        {"first_offset": 1, "last_offset": 2, "acknowledge_types": "1"}, 3]}, None]}]}]
+    for body in odd:
+        for api in (SHARE_FETCH, SHARE_ACKNOWLEDGE, SHARE_GROUP_HEARTBEAT):
+            shares.exchange(api, "c", body, body if api == SHARE_FETCH else {"responses": body}, pa, 0, 0)
+    assert shares.acknowledged == {} and shares.acquired == {} and shares.members == {}
+    per_offset = {"group_id": "g", "topics": [{"topic_id": "T", "partitions": [{"acknowledgement_batches": [
+        {"first_offset": 10, "last_offset": 14, "acknowledge_types": [1, 0, 2, 2, 3]}]}]}]}
+    shares.exchange(SHARE_ACKNOWLEDGE, "c", per_offset, None, pa, 0, 0)
+    assert shares.acknowledged == {("g", "T", "c", "accept"): 1, ("g", "T", "c", "release"): 2,
+                                   ("g", "T", "c", "reject"): 1}
+    for member in ("m1", "m2", "m3"):
+        shares.exchange(SHARE_GROUP_HEARTBEAT, "c", {"group_id": "g", "member_id": member, "member_epoch": 0},
+                        None, pa, 0, 0)
+    shares.exchange(SHARE_GROUP_HEARTBEAT, "c", {"group_id": "g", "member_id": "m1", "member_epoch": -1}, None,
+                    pa, 0, 0)
+    assert shares.members == {"g": {"m1": True, "m2": False}} and shares.group_members() == {("g",): 1}
 
 
 def test_lag_follows_the_consumer_lag_rule(folded) -> None:

@@ -1,6 +1,7 @@
 """``kdissect live --metrics --otlp`` on loopback, scraped by a real Prometheus (Debian's ``prometheus``, a
 1 s scrape interval) while a librdkafka producer pair and a consumer group run against tansu; the OTLP
-export goes to the test's receiver (no Collector ships in Debian or on PyPI, see ``otlp_receiver.py``)."""
+export goes to the test's receiver (no Collector ships in Debian or on PyPI, see ``otlp_receiver.py``); and
+the share groups sample's fold behind the same HTTP server, scraped by the same Prometheus."""
 
 from __future__ import annotations
 
@@ -132,6 +133,32 @@ def test_prometheus_scrapes_what_the_clients_and_the_dataset_say(tmp_path: Path)
     assert ops == {k: int(v) for k, v in requests.items()}
     durations = points["messaging.client.operation.duration"]
     assert sum(p.count for a, p in durations if a["messaging.operation.name"] == "Produce") > 0
+
+
+@pytest.mark.slow
+def test_prometheus_scrapes_the_share_groups_of_a_sample(tmp_path: Path) -> None:
+    """The share sample's fold served as ``live --metrics`` serves it (no share consumer runs on loopback
+    here: the sample's mock cluster picks its ports at random), scraped by a real Prometheus: per client
+    and type, what the sample's ShareConsumers counted themselves."""
+    from kdissect.metrics.prometheus import Server
+    from tests.kdissect.metrics.helpers import SHARE_PCAP, live_fold, share_truth
+    fold, _ = live_fold([SHARE_PCAP], tmp_path / "out")
+    server = Server(fold, "127.0.0.1", 0)
+    try:
+        with prometheus(tmp_path, f"127.0.0.1:{server.port}") as prom:
+            acquired = settled(prom, 'sum by (client_id) (kafka_share_acquired_records_total{group="kd-share"})',
+                               "client_id", quiet=1.0)
+            types = {(r["metric"]["client_id"], r["metric"]["type"]): float(r["value"][1]) for r in query(
+                prom, 'sum by (client_id, type) (kafka_share_acknowledged_records_total{topic="share-jobs"})')}
+            again = by(prom, 'sum by (client_id) (kafka_share_redelivered_records_total)', "client_id")
+            members = by(prom, "kafka_share_group_members", "group")
+    finally:
+        server.close()
+    truth = share_truth()
+    assert types == {(k[2], k[3]): float(v) for k, v in truth["acknowledged"].items()}
+    assert acquired == {k[2]: float(v) for k, v in truth["acquired"].items()}
+    assert again == {k[2]: float(v) for k, v in truth["redelivered"].items()}
+    assert members == {"kd-share": 0.0}
 
 
 def _sent(rec, topic: str) -> int:

@@ -62,6 +62,13 @@ def test_export_over_http_and_in_memory_carry_the_folds_figures(tmp_path: Path) 
     assert {(a["messaging.consumer.group.name"], a["messaging.destination.name"],
              a["messaging.destination.partition.id"]) for a, _ in lag} == \
         {tuple(map(str, k)) for k in fold.lag()}
+    acked = got["kafka.share_group.acknowledged.messages"]
+    assert {(a["messaging.consumer.group.name"], a["messaging.destination.name"], a["messaging.client.id"],
+             a["kafka.share_group.acknowledge.type"]): p.as_int for a, p in acked} == fold.shares.acknowledged
+    acquired = got["kafka.share_group.acquired.messages"]
+    assert sum(p.as_int for _, p in acquired) == total(fold, "kafka_share_acquired_records") > 0
+    assert {a.get("messaging.operation.type") for a, _ in got["kafka.client.requests"]
+            if a["messaging.operation.name"] in ("ShareFetch", "ShareAcknowledge")} == {"receive", "settle"}
     errors = [a for a, _ in got["kafka.client.requests"] if "error.type" in a]
     assert errors and all(a["error.type"] != "NONE" for a in errors)
     # The SDK's own reader saw the same instruments.

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from kdissect.errors import KdissectError, UsageError
+from kdissect.metrics import catalog as C
 from kdissect.metrics.prometheus import Server, parse_listen, text
 
 from ..conftest import REPO, SAMPLES, read_table
-from tests.kdissect.metrics.helpers import live_fold
+from tests.kdissect.metrics.helpers import live_fold, share_truth
 
 prometheus_client = pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
@@ -40,8 +41,9 @@ def test_parse_listen() -> None:
             parse_listen(bad)
 
 
-def test_metrics_out_is_the_live_folds_text(tmp_path: Path) -> None:
-    pcap = SAMPLES / "tansu-consume-group.pcap"
+@pytest.mark.parametrize("sample", ["tansu-consume-group", "mock-share-groups"])
+def test_metrics_out_is_the_live_folds_text(tmp_path: Path, sample: str) -> None:
+    pcap = SAMPLES / f"{sample}.pcap"
     prom = tmp_path / "m.prom"
     p = _run("decode", str(pcap), "-o", str(tmp_path / "out"), "-q", "--metrics-out", str(prom))
     assert p.returncode == 0, p.stderr
@@ -54,6 +56,14 @@ def test_metrics_out_is_the_live_folds_text(tmp_path: Path) -> None:
     rows = read_table(tmp_path / "out", "exchanges").num_rows
     assert sum(v for (name, _), v in written.items() if name == "kafka_requests_total") == rows > 0
     assert written[("kdissect_packets_total", ())] > 0
+    if sample == "mock-share-groups":
+        truth = share_truth(pcap)
+        for m, want in ((C.SHARE_ACQUIRED, truth["acquired"]), (C.SHARE_REDELIVERED, truth["redelivered"]),
+                        (C.SHARE_ACKNOWLEDGED, truth["acknowledged"])):
+            got = {tuple(dict(k[1])[label] for label in m.labels): n for k, n in written.items() if k[0] == m.exposed}
+            assert got == want, m.name
+        assert written[("kafka_share_group_members", (("group", "kd-share"),))] == 0
+        return
     lag = [k for k in written if k[0] == "kafka_consumer_lag_records"]
     assert lag and all(dict(k[1]).keys() == {"group", "topic", "partition"} for k in lag)
     assert ("kafka_request_duration_seconds_bucket", (("api", "Produce"), ("broker", next(
