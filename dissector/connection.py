@@ -387,7 +387,7 @@ class Connection:
             return
         self._sasl_raw = False
         size = truncated_size or len(frame) + 4
-        if self._skim is not None and not truncated_size:     # outside this worker's range (dissector.skim)
+        if self._skim is not None and not self._skim.done and not truncated_size:   # before this worker's range
             req = skimmed(self._skim, hdr, frame, size, first_ts, last_ts, offset)
             if req is not None:
                 self._seen_versions[hdr.api_key] = hdr.api_version
@@ -470,12 +470,10 @@ class Connection:
             redact(api_key, body, self._sasl_mechanism)
 
     def _unskim(self, req: Request) -> Request:
-        """``req`` as one process decodes it, if it was skimmed and skimming is over; else ``req``. Its
-        anomalies were reported (by the worker owning that packet) when it arrived, so none are added."""
-        if req.failure is not SKIMMED or self._skim.active():
-            return req
-        req = unskimmed(self._decoders, req)
-        self._after_request(req.api_key, req.api_version, req.body, req.size)
+        """``req`` decoded if it was skimmed and skimming is over (its anomalies belong to its packet's worker)."""
+        if req.failure is SKIMMED and not self._skim.active():
+            req = unskimmed(self._decoders, req)
+            self._after_request(req.api_key, req.api_version, req.body, req.size)
         return req
 
     def _looks_like_request(self, frame: bytes) -> bool:
@@ -531,6 +529,8 @@ class Connection:
         self._older_from = seq + 1
         if req.failure is SKIMMED:
             req = self._unskim(req)
+            if req.failure is SKIMMED:     # still before this worker's range: no one writes the exchange
+                return
         if req.body is None:
             resp = Response(corr, size, first_ts, last_ts, req.api_key, req.api_version, None, None, None,
                             stream_offset=offset, raw=frame[4:])

@@ -148,7 +148,7 @@ def decode_share(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     first = Path(path if isinstance(path, (str, os.PathLike)) else path[0])
     ranged = isinstance(share, PacketRange)
     topics = _ClockedTopics()
-    skim = Skim(share.start) if ranged else None
+    skim = Skim(share.start) if ranged and share.start > 0 else None
     run = open_capture_run(path, options, share=None if ranged else share, topics=topics, messages=False,
                            skim=skim)
     # The packet count runs on across a rotated capture's files: still one clock for all shares.
@@ -461,6 +461,9 @@ def decode_parallel(captures: list[Capture], outdir: Path, options: DecodeOption
     from multiprocessing.connection import wait
 
     ctx = get_context("fork")
+    # Imported once here, not in each worker: forked, they share it (~0.1 s of each worker's start).
+    from kdissect.dataset.arrow import import_pyarrow
+    import_pyarrow()
     tasks: list[_Task] = []
     for i, c in enumerate(captures):
         tasks += _tasks(i, c, shares[i] if shares is not None else capture_shares(c, jobs, min_share_bytes), split)

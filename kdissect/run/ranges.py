@@ -33,7 +33,7 @@ from capture.packet import parser_for, reverse_key
 
 # Skimming a small Produce exchange costs about this fraction of decoding it into rows (measured with
 # benchmarks/bench_instructions.py and in wall time on a one-connection capture: docs/benchmarks.md).
-SKIM_COST = 0.3
+SKIM_COST = 0.25
 # Packets whose connections are sampled to choose the split.
 SAMPLE_PACKETS = 4000
 
