@@ -231,3 +231,38 @@ def test_one_connection_of_100k_exchanges_split_by_ranges(one_connection: tuple[
     assert ordered_rows(tmp_path / "three") == expected and three.counts == one.counts
     hashed = decode_files([pcap], tmp_path / "hashed", options, jobs=2, min_share_bytes=0, split="connections")
     assert hashed.counts == one.counts
+
+
+_SPLIT = """
+import sys
+from pathlib import Path
+from kdissect.run.decode import decode_files
+from kdissect.run.source import DecodeOptions
+out, jobs, split, *pcaps = sys.argv[1:]
+for pcap in pcaps:
+    decode_files([Path(pcap)], Path(out) / Path(pcap).stem, DecodeOptions(records=True, record_bytes=True),
+                 jobs=int(jobs), min_share_bytes=0, split=split or None)
+"""
+
+
+def test_compiled_ranges_give_the_rows_of_one_pure_process(tmp_path: Path) -> None:
+    """Skimming is in the compiled connection too: its range shares write what pure Python writes alone."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.kdissect.test_compiled import _require_compiled
+
+    _require_compiled()
+    pcaps = [str(REPO / "samples" / f"{n}.pcap") for n in ("mixed", "mock-transactions", "tansu-produce-codecs")]
+    for name, pure, jobs, split in (("pure", True, "1", ""), ("compiled", False, "3", "ranges")):
+        env = {k: v for k, v in os.environ.items() if k != "KDISSECT_PURE"}
+        if pure:
+            env["KDISSECT_PURE"] = "1"
+        proc = subprocess.run([sys.executable, "-c", _SPLIT, str(tmp_path / name), jobs, split, *pcaps], cwd=REPO,
+                              env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    for pcap in pcaps:
+        stem = Path(pcap).stem
+        assert ordered_rows(tmp_path / "compiled" / stem) == ordered_rows(tmp_path / "pure" / stem)
+        assert len(list((tmp_path / "compiled" / stem / "exchanges").glob("*of3.parquet"))) == 3
