@@ -412,8 +412,8 @@ class Connection:
                 extra = len(frame) - d.end
                 out.append(Anomaly("trailing_bytes", TO_BROKER, first_ts,
                                    f"{extra} bytes after the {_api_name(hdr.api_key)} v{hdr.api_version} request body",
-                                   offset, quirks.as_extra(quirks.trailing_bytes(hdr.api_key, hdr.api_version, "request", extra,
-                                                                        body, self._software))))
+                                   offset, quirks.as_extra(quirks.trailing_bytes(
+                                       hdr.api_key, hdr.api_version, "request", extra, body, self._software))))
             self._after_request(hdr.api_key, hdr.api_version, body, size)
         req = Request(hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id, size, first_ts, last_ts,
                       hdr.header_version, body, failure, offset, raw, hdr.tags)
@@ -577,8 +577,8 @@ class Connection:
             extra = len(frame) - d.end
             out.append(Anomaly("trailing_bytes", TO_CLIENT, first_ts,
                                f"{extra} bytes after the {req.api_name} v{req.api_version} response body", offset,
-                               quirks.as_extra(quirks.trailing_bytes(req.api_key, req.api_version, "response", extra, d.body,
-                                                            self._software))))
+                               quirks.as_extra(quirks.trailing_bytes(req.api_key, req.api_version, "response", extra,
+                                                                     d.body, self._software))))
         self._after_response(req.api_key, d.body, req.body, size)
         # Positional (inferred, stream_offset, raw, header_tags): keywords cost a dict per response.
         resp = Response(corr, size, first_ts, last_ts, req.api_key, req.api_version, hv, d.body, failure,

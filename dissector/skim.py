@@ -16,8 +16,6 @@ payloads), nor any frame the dissector has to look into to frame the next one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from typing import Any
 
 from dissector.events import DecodeFailure, Request
@@ -30,19 +28,20 @@ SKIMMED = DecodeFailure("Skimmed", "body not decoded before this worker's range"
 
 
 class Skim:
-    """Skim while ``clock()`` (packets read) is below ``start``; once it is not, never again."""
+    """Skim while ``counter.packets`` (the packets read: ``capture.stats.CaptureStats``, or anything with
+    that attribute) is below ``start``; once it is not, never again."""
 
-    __slots__ = ("clock", "done", "start")
+    __slots__ = ("counter", "done", "start")
 
-    def __init__(self, start: int, clock: Callable[[], int] = lambda: 0) -> None:
+    def __init__(self, start: int, counter: Any = None) -> None:
         self.start = start
-        self.clock = clock
+        self.counter = counter
         self.done = start <= 0
 
     def active(self) -> bool:
         if self.done:
             return False
-        if self.clock() < self.start:
+        if self.counter.packets < self.start:
             return True
         self.done = True
         return False

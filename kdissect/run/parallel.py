@@ -154,7 +154,7 @@ def decode_share(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     # The packet count runs on across a rotated capture's files: still one clock for all shares.
     topics.clock = lambda: run.pipeline.stats.packets
     if skim is not None:
-        skim.clock = topics.clock
+        skim.counter = run.pipeline.stats
     # A range share sees every connection as one process does: its topic names need no resolution.
     unnamed = _Unnamed(topics.clock) if not share.whole and not ranged else None
     capture = first.name
