@@ -148,6 +148,35 @@ def _damaged(src: Path, dst: Path, every: int = 37) -> Path:
     return dst
 
 
+def _dropped(src: Path, dst: Path, every: int) -> Path:
+    """``src`` without every ``every``-th packet: gaps, both sides resyncing, requests left unanswered."""
+    data = src.read_bytes()
+    out, pos, n = bytearray(data[:24]), 24, 0
+    while pos + 16 <= len(data):
+        end = pos + 16 + int.from_bytes(data[pos + 8:pos + 12], "little")
+        n += 1
+        if n % every:
+            out += data[pos:end]
+        pos = end
+    dst.write_bytes(bytes(out))
+    return dst
+
+
+@pytest.mark.parametrize("name", ["mixed", "mock-produce-consume", "tansu-consume-group", "group-rebalance"])
+def test_lost_packets_cost_the_same_exchanges_in_every_split(name: str, tmp_path: Path) -> None:
+    """A side resyncing on the response to a request skimmed before the range proves it as one process does."""
+    pcap = _dropped(REPO / "samples" / f"{name}.pcap", tmp_path / f"{name}.pcap", 11)
+    one = decode_files([pcap], tmp_path / "one", EVERYTHING)
+    expected = ordered_rows(tmp_path / "one")
+    assert one.counts.anomalies["gap"] > 0
+    packets = count_packets([pcap])
+    for cut in range(1, packets, max(1, packets // 15)):
+        out = prepare_outdir(tmp_path / f"c{cut}", TABLES)
+        finish_capture([decode_share(pcap, out, PacketRange(0, 2, 0, cut), EVERYTHING),
+                        decode_share(pcap, out, PacketRange(1, 2, cut, None), EVERYTHING)])
+        assert ordered_rows(out) == expected, cut
+
+
 @pytest.mark.parametrize("name", ["mixed", "tansu-produce-codecs", "mock-transactions"])
 def test_damaged_frames_cost_the_same_exchanges_in_every_split(name: str, tmp_path: Path) -> None:
     pcap = _damaged(REPO / "samples" / f"{name}.pcap", tmp_path / f"{name}.pcap")
@@ -231,6 +260,12 @@ def test_one_connection_of_100k_exchanges_split_by_ranges(one_connection: tuple[
     assert ordered_rows(tmp_path / "three") == expected and three.counts == one.counts
     hashed = decode_files([pcap], tmp_path / "hashed", options, jobs=2, min_share_bytes=0, split="connections")
     assert hashed.counts == one.counts
+    # Every 997th packet lost: both sides resync, many times on responses to requests skimmed before a range.
+    lossy = _dropped(pcap, tmp_path / "lossy.pcap", 997)
+    one = decode_files([lossy], tmp_path / "lossy-one", options)
+    assert one.counts.anomalies["resync"] > 50
+    two = decode_files([lossy], tmp_path / "lossy-two", options, jobs=2, min_share_bytes=0, split="ranges")
+    assert ordered_rows(tmp_path / "lossy-two") == ordered_rows(tmp_path / "lossy-one") and two.counts == one.counts
 
 
 _SPLIT = """
