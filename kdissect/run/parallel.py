@@ -43,7 +43,7 @@ from kdissect.dataset.writer import TABLES, CaptureWriter, Counts, file_stem, pa
 from kdissect.run.collector import fewer_collections
 from kdissect.errors import KdissectError
 from kdissect.run.inputs import Capture
-from kdissect.run.ranges import PacketRange, count_packets, packet_ranges, split_kind
+from kdissect.run.ranges import PacketRange, connection_loads, packet_ranges, split_kind, survey
 from kdissect.run.shares import MIN_SHARE_BYTES, capture_shares, estimate_packets
 from kdissect.run.source import DecodeOptions, open_capture_run
 
@@ -432,9 +432,10 @@ def _lost(r: _Running) -> str:
 def _tasks(i: int, c: Capture, n: int, split: str | None) -> list[_Task]:
     """Capture ``c``'s ``n`` shares: by connection or by packet ranges (``split``; None: as fits ``c``)."""
     stem = file_stem(c[0])
-    if n > 1:
-        kind = split or split_kind(os.fspath(c[0]), n)
-        packets = (count_packets(c) or estimate_packets(c)) if kind == "ranges" else None
+    if n > 1 and split != "connections":
+        surveyed = survey(c)
+        kind = split or split_kind(surveyed.loads if surveyed else connection_loads(os.fspath(c[0])), n)
+        packets = (surveyed.packets if surveyed else estimate_packets(c)) if kind == "ranges" else None
         if packets:
             return [_Task(i, c, r, stem) for r in packet_ranges(packets, n)]
     return [_Task(i, c, Share(k, n), stem) for k in range(n)]

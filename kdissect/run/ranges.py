@@ -23,7 +23,7 @@ import mmap
 import os
 import struct
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,13 +84,24 @@ def packet_ranges(packets: int, count: int, skim: float = SKIM_COST) -> list[Pac
     return [PacketRange(k, count, bounds[k], bounds[k + 1] if k + 1 < count else None) for k in range(count)]
 
 
-def count_packets(capture: Sequence[Path], limit: int = 64 << 30) -> int | None:
-    """A capture's records, counted from the record headers of classic pcap files (a few ms per
-    100,000 packets: no packet is read); None for other formats, compressed or damaged files, where
-    :func:`~kdissect.run.shares.estimate_packets` guesses instead. Exact counts balance ranges: a guess
-    from the first packets can be a fifth off (a producer's first requests travel alone, later ones
-    several to a packet)."""
+@dataclass(frozen=True, slots=True)
+class Survey:
+    """A capture's packets, counted, and TCP payload bytes per connection in a sample spread over all of it."""
+
+    packets: int
+    loads: dict[bytes, int]
+
+
+def survey(capture: Sequence[Path], every: int = 64, walk: int = 128 << 20) -> Survey | None:
+    """Classic pcap files walked by their record headers (a few ms per 100,000 packets), every ``every``-th
+    packet parsed for its connection; None for other formats, compressed or damaged files, where
+    :func:`~kdissect.run.shares.estimate_packets` and :func:`connection_loads` guess from the first packets.
+    Exact counts balance ranges (a guess from the first packets can be a fifth off: a producer's first
+    requests travel alone, later ones several to a packet); a sample of the whole capture sees the
+    connections that start late (a consumer after its producers). Past ``walk`` bytes (each header read
+    costs a page of the file), the rest of the packets are estimated from the bytes per packet so far."""
     total = 0
+    loads: dict[bytes, int] = {}
     for path in capture:
         try:
             with open(path, "rb") as f:
@@ -100,20 +111,35 @@ def count_packets(capture: Sequence[Path], limit: int = 64 << 30) -> int | None:
                     return None
                 order, _frac, hlen = found
                 size = os.fstat(f.fileno()).st_size
-                if size > limit:
-                    return None
+                u32 = struct.Struct(order + "I").unpack_from
+                parse = parser_for(u32(head, 20)[0] & 0xFFFF)
                 with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                    caplen = struct.Struct(order + "I").unpack_from
                     pos, n = 24, 0
-                    while pos + hlen <= size:
-                        pos += hlen + caplen(mm, pos + 8)[0]
+                    end = min(size, walk)
+                    while pos + hlen <= end:
+                        caplen = u32(mm, pos + 8)[0]
+                        if not n % every and parse is not None and pos + hlen + caplen <= size:
+                            _add_load(loads, parse(mm[pos + hlen:pos + hlen + caplen], u32(mm, pos + 12)[0]))
+                        pos += hlen + caplen
                         n += 1
-                    if pos != size:
+                    if end < size and pos < size:
+                        n = n * (size - 24) // (pos - 24)       # the rest estimated
+                    elif pos != size:
                         return None             # damaged or cut: the readers' own accounting differs
+                walk -= min(walk, size)
         except (OSError, ValueError):
             return None
         total += n
-    return total
+    return Survey(total, loads)
+
+
+def _add_load(loads: dict[bytes, int], seg: object) -> None:
+    if type(seg) is not tuple:
+        return
+    key, payload = seg[0], seg[6]
+    rkey = reverse_key(key)
+    k = key if key < rkey else rkey
+    loads[k] = loads.get(k, 0) + len(payload) + 1     # +1: a bare ACK costs a packet too
 
 
 def connection_loads(path: str, sample: int = SAMPLE_PACKETS) -> dict[bytes, int]:
@@ -130,13 +156,8 @@ def connection_loads(path: str, sample: int = SAMPLE_PACKETS) -> dict[bytes, int
             if n > sample:
                 break
             parse = parser_for(lt)
-            seg = parse(data, wirelen) if parse is not None else None
-            if type(seg) is not tuple:
-                continue
-            key, payload = seg[0], seg[6]
-            rkey = reverse_key(key)
-            k = key if key < rkey else rkey
-            loads[k] = loads.get(k, 0) + len(payload) + 1     # +1: a bare ACK costs a packet too
+            if parse is not None:
+                _add_load(loads, parse(data, wirelen))
     except (CaptureError, OSError, ValueError):
         pass
     finally:
@@ -144,19 +165,16 @@ def connection_loads(path: str, sample: int = SAMPLE_PACKETS) -> dict[bytes, int
     return loads
 
 
-def split_kind(path: str, count: int, skim: float = SKIM_COST,
-               loads: Callable[[str], dict[bytes, int]] = connection_loads) -> str:
-    """``"ranges"`` or ``"connections"``: the split of a capture among ``count`` workers that
-    finishes first, judged from its first packets. By connection, the busiest share bounds the time;
-    by ranges, each worker costs ``1 / (ranges' speed-up)`` of the whole."""
-    by_conn = loads(path)
-    total = sum(by_conn.values())
+def split_kind(loads: dict[bytes, int], count: int, skim: float = SKIM_COST) -> str:
+    """``"ranges"`` or ``"connections"``: the split of a capture among ``count`` workers that finishes
+    first, judged from its TCP payload bytes per connection (``loads``). By connection, the busiest share
+    bounds the time; by ranges, worker 0's range, which costs what every other worker's does."""
+    total = sum(loads.values())
     if count < 2 or not total:
         return "connections"
     shares = [0] * count
-    for key, n in by_conn.items():
+    for key, n in loads.items():
         shares[zlib.crc32(key) % count] += n
     hash_time = max(shares) / total
-    widths = range_starts(1_000_000, count, skim)
-    range_time = widths[1] / 1_000_000 if count > 1 else 1.0     # worker 0's range: every worker's cost
+    range_time = range_starts(1_000_000, count, skim)[1] / 1_000_000
     return "ranges" if range_time < hash_time * 0.9 else "connections"

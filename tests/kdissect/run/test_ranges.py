@@ -11,7 +11,8 @@ import pytest
 from kdissect.dataset.writer import TABLES, file_stem, prepare_outdir
 from kdissect.run.decode import decode_files
 from kdissect.run.parallel import decode_share, finish_capture
-from kdissect.run.ranges import PacketRange, count_packets, packet_ranges, range_starts, split_kind
+from capture import open_capture
+from kdissect.run.ranges import PacketRange, packet_ranges, range_starts, split_kind, survey
 from kdissect.run.shares import estimate_packets
 from kdissect.run.source import DecodeOptions
 
@@ -79,9 +80,9 @@ def test_earlier_ranges_are_wider_as_later_workers_skim_them() -> None:
 def test_one_busy_connection_is_split_by_ranges_many_even_ones_by_connection() -> None:
     one = {b"a" * 12: 1000, b"b" * 12: 5}
     many = {bytes([i]) * 12: 100 for i in range(64)}
-    assert split_kind("x", 2, loads=lambda _p: one) == "ranges"
-    assert split_kind("x", 2, loads=lambda _p: many) == "connections"
-    assert split_kind("x", 1, loads=lambda _p: one) == "connections"
+    assert split_kind(one, 2) == "ranges"
+    assert split_kind(many, 2) == "connections"
+    assert split_kind(one, 1) == "connections"
 
 
 def test_a_range_worker_that_dies_costs_its_range_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,7 +113,7 @@ def test_a_range_worker_that_dies_costs_its_range_alone(tmp_path: Path, monkeypa
     with pytest.raises(KdissectError) as err:
         decode_files([pcap], tmp_path / "split", EVERYTHING, jobs=3, min_share_bytes=0, split="ranges")
     message = str(err.value)
-    ranges = packet_ranges(count_packets([pcap]), 3)
+    ranges = packet_ranges(survey([pcap]).packets, 3)
     stem = file_stem(pcap)
     assert f"mixed.pcap: the worker decoding share 2 of 3 ({ranges[1].describe()}; connection" in message
     assert "killed by SIGKILL" in message and "the rest of the capture is written" in message
@@ -169,7 +170,7 @@ def test_lost_packets_cost_the_same_exchanges_in_every_split(name: str, tmp_path
     one = decode_files([pcap], tmp_path / "one", EVERYTHING)
     expected = ordered_rows(tmp_path / "one")
     assert one.counts.anomalies["gap"] > 0
-    packets = count_packets([pcap])
+    packets = survey([pcap]).packets
     for cut in range(1, packets, max(1, packets // 15)):
         out = prepare_outdir(tmp_path / f"c{cut}", TABLES)
         finish_capture([decode_share(pcap, out, PacketRange(0, 2, 0, cut), EVERYTHING),
@@ -250,7 +251,9 @@ def test_one_connection_of_100k_exchanges_split_by_ranges(one_connection: tuple[
     assert one.counts.per_api["Produce"] == EXCHANGES and one.counts.statuses["ok"] >= EXCHANGES
     produce = [c for c in one.counts.connections]
     assert len(produce) <= 2                                  # the bootstrap connection and the producer's
-    assert split_kind(str(pcap), 2) == "ranges"
+    surveyed = survey([pcap])
+    assert surveyed is not None and surveyed.packets == sum(1 for _ in open_capture(pcap))
+    assert split_kind(surveyed.loads, 2) == "ranges"
     expected = ordered_rows(tmp_path / "one")
     two = decode_files([pcap], tmp_path / "two", options, jobs=2, min_share_bytes=0)
     assert len(list((tmp_path / "two" / "exchanges").glob("*of2.parquet"))) == 2
