@@ -13,7 +13,7 @@ from kdissect.run.decode import decode_files
 from kdissect.run.parallel import decode_share, finish_capture
 from capture import open_capture
 from kdissect.run.ranges import PacketRange, packet_ranges, range_starts, split_kind, survey
-from kdissect.run.shares import estimate_packets
+from kdissect.run.shares import capture_shares, estimate_packets
 from kdissect.run.source import DecodeOptions
 
 REPO = Path(__file__).resolve().parents[3]
@@ -255,7 +255,8 @@ def test_one_connection_of_100k_exchanges_split_by_ranges(one_connection: tuple[
     assert surveyed is not None and surveyed.packets == sum(1 for _ in open_capture(pcap))
     assert split_kind(surveyed.loads, 2) == "ranges"
     expected = ordered_rows(tmp_path / "one")
-    two = decode_files([pcap], tmp_path / "two", options, jobs=2, min_share_bytes=0)
+    assert capture_shares([pcap], 2) == 2                    # split by default, though a few MB
+    two = decode_files([pcap], tmp_path / "two", options, jobs=2)
     assert len(list((tmp_path / "two" / "exchanges").glob("*of2.parquet"))) == 2
     assert ordered_rows(tmp_path / "two") == expected
     assert two.counts == one.counts
