@@ -69,13 +69,18 @@ def produce_acks(frame: bytes, body_offset: int, version: int) -> int | None:
         else:
             if o + 2 > n:
                 return None
-            length = int.from_bytes(frame[o:o + 2], "big", signed=True)
+            length = _i16(frame, o)
             o += 2 + (length if length > 0 else 0)
             if length < -1:
                 return None
     if o + 2 > n:
         return None
-    return int.from_bytes(frame[o:o + 2], "big", signed=True)
+    return _i16(frame, o)
+
+
+def _i16(b: bytes, o: int) -> int:
+    v = b[o] << 8 | b[o + 1]
+    return v - 0x10000 if v & 0x8000 else v
 
 
 def skimmed(skim: Skim, hdr: Any, frame: bytes, size: int, first_ts: int, last_ts: int,
