@@ -89,8 +89,10 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
                  min_share_bytes: int | None = None, split: str | None = None) -> DecodeResult:
     """Decode captures into the dataset. ``jobs`` > 1: that many worker processes, each decoding a share
     of a capture's connections (:mod:`kdissect.run.parallel`); the rows are the same as with one process.
-    ``min_share_bytes``: capture bytes per worker below which a capture is not split (0: always split);
-    ``split``: ``"connections"`` or ``"ranges"`` (packet ranges, :mod:`kdissect.run.ranges`), None: chosen per capture."""
+    ``min_share_bytes``: capture bytes per worker below which a capture whose packets cannot be estimated is
+    not split (0: always split; see :func:`~kdissect.run.shares.capture_shares`);
+    ``split``: ``"connections"`` or ``"ranges"`` (packet ranges, :mod:`kdissect.run.ranges`), None: chosen per
+    capture."""
     sets = captures([inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs), options.rotated)
     for c in sets:  # fail on a bad input before writing anything
         open_capture_run(c, options).close()
@@ -168,5 +170,5 @@ def _decode_parallel(sets: list[Capture], out: Path, options: DecodeOptions, pro
                           capture_size(sets[i]), packets,
                           result.counts.exchanges + exchanges, time.monotonic() - start))
 
-    decode_parallel(sets, out, options, jobs, shares=shares, on_capture=on_capture, on_progress=on_progress if progress is not None else None,
-                    split=split)
+    decode_parallel(sets, out, options, jobs, shares=shares, on_capture=on_capture,
+                    on_progress=on_progress if progress is not None else None, split=split)

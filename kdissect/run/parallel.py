@@ -185,7 +185,8 @@ def decode_share(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     pay = rows.payloads
     paths = (os.fspath(path),) if isinstance(path, (str, os.PathLike)) else tuple(map(os.fspath, path))
     return ShareResult(capture, stem or file_stem(first), share, files, writer.counts, run.stats.packets,
-                       run.source.bytes_read, [] if ranged else topics.learned, unnamed.rows if unnamed is not None else {},
+                       run.source.bytes_read, [] if ranged else topics.learned,
+                       unnamed.rows if unnamed is not None else {},
                        list(pay.learned.learned) if pay is not None else [],
                        set(pay.unknown) if pay is not None else set(), paths, os.fspath(out), options)
 
