@@ -49,7 +49,7 @@ HOT_MODULES = [
     "dissector/batchheader.py", "dissector/codecs.py", "dissector/connection.py", "dissector/decoders.py",
     "dissector/embedded.py", "dissector/events.py", "dissector/framing.py", "dissector/held.py", "dissector/infer.py",
     "dissector/ints.py", "dissector/legacy.py", "dissector/primitives.py", "dissector/protocols.py",
-    "dissector/records.py", "dissector/recordset.py", "dissector/redact.py", "dissector/resync.py",
+    "dissector/records.py", "dissector/recordset.py", "dissector/redact.py", "dissector/resync.py", "dissector/skim.py",
     "dissector/schema/_decoders.py", "dissector/topics.py", "dissector/views.py", "dissector/v07/connection.py",
     "dissector/v07/messages.py", "dissector/v07/wire.py", "dissector/v07/views.py",
     "kdissect/dataset/bodies.py", "kdissect/dataset/columns.py", "kdissect/dataset/writer.py", "kdissect/run/decode.py",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 from functools import lru_cache
 
+from dissector.events import Anomaly, DecodeFailure, Direction
 from dissector.schema import Field, MessageSchema
 
 FLOOR = 128 << 20         # bytes of decoded objects any body may have, however small its frame
@@ -143,3 +144,13 @@ def safe_size(msg: MessageSchema, floor: int = FLOOR) -> int:
 def budget(frame_size: int, floor: int = FLOOR, ratio: int = RATIO) -> int:
     """The decoded cost a body of a ``frame_size``-byte frame may reach."""
     return max(floor, ratio * frame_size)
+
+
+def limit_anomaly(direction: Direction, ts: int, what: str, size: int, failure: DecodeFailure,
+                  offset: int) -> Anomaly:
+    """The anomaly of a body cut at its decoding budget (``failure``: where and why)."""
+    return Anomaly("decode_limit", direction, ts,
+                   f"{what} of {size} bytes: its body is kept decoded up to byte {failure.offset} ({failure.detail}); "
+                   "decoded whole it would cost more memory than its decoding budget allows (by default "
+                   f"{RATIO} times its size, at least {FLOOR >> 20} MiB)", offset,
+                   {"bytes": size, "decoded_to": failure.offset})

@@ -17,7 +17,7 @@ cdef class Connection:
     cdef public dict _pending
     cdef public object options, topics, _sides, _pending_bytes, _cap_hits, _seq, _older_from
     cdef public object _seen_versions, _sasl_raw, _sasl_mechanism, _last_ts, _orphans, _full_misses
-    cdef public object _inference_limited, _inferred, _skew_reported, _messages, _software
+    cdef public object _inference_limited, _inferred, _skew_reported, _messages, _software, _skim
 
     @cython.locals(side=_Side)
     cpdef feed(self, direction, data, ts)
@@ -25,8 +25,11 @@ cdef class Connection:
     @cython.locals(side=_Side, b="const unsigned char*", pos=Py_ssize_t, n=Py_ssize_t, end=Py_ssize_t,
                    size="long long", to_broker=bint)
     cpdef _frames(self, direction, side, buf, first_ts, ts, out)
-    @cython.locals(hdr=RequestHeader, d=Decoded, req=Request, gone=Request, pending=dict)
+    @cython.locals(hdr=RequestHeader, d=Decoded, req=Request)
     cpdef _request(self, frame, first_ts, last_ts, offset, out, truncated_size=*)
+    @cython.locals(gone=Request, pending=dict)
+    cpdef _wait(self, req, corr, first_ts, offset, out)
+    cpdef _unskim(self, req)
     @cython.locals(req=Request, d=Decoded, v0=Decoded, unanswered=Request, resp=Response, pending=dict)
     cpdef _response(self, frame, first_ts, last_ts, offset, out, truncated_size=*)
     cpdef _after_request(self, api_key, version, body, size=*)
@@ -34,4 +37,4 @@ cdef class Connection:
 
 cdef class Options:
     cdef readonly object max_frame_size, keep_secrets, max_in_flight_bytes, infer_orphans, held, inference
-    cdef readonly object message_events
+    cdef readonly object message_events, skim

@@ -60,6 +60,7 @@ from dissector.held import STEP as HELD_STEP
 from dissector.infer import Inference, infer_response
 from dissector.ints import be_int
 from dissector.redact import needs_redaction, redact
+from dissector.skim import SKIMMED, skimmed, unskimmed
 from dissector.resync import RESYNC_KEEP, find_request, find_response, resync_detail
 from dissector.topics import TEACHING_APIS, TopicRegistry
 
@@ -79,20 +80,6 @@ _LIMIT = "DecodeLimit"                 # the failure of a body cut at its decodi
 _NOT_THE_PEERS = ("Truncated", _LIMIT)
 
 
-def _quirk(found: quirks.Quirk | None) -> dict[str, Any]:
-    """An anomaly's ``extra`` naming the known quirk behind it, if any."""
-    return {} if found is None else {"quirk": found}
-
-
-def _limit_anomaly(direction: Direction, ts: int, what: str, size: int, failure: DecodeFailure,
-                   offset: int) -> Anomaly:
-    return Anomaly("decode_limit", direction, ts,
-                   f"{what} of {size} bytes: its body is kept decoded up to byte {failure.offset} ({failure.detail}); "
-                   "decoded whole it would cost more memory than its decoding budget allows (by default "
-                   f"{budget.RATIO} times its size, at least {budget.FLOOR >> 20} MiB)", offset,
-                   {"bytes": size, "decoded_to": failure.offset})
-
-
 @dataclass(frozen=True)
 class Options:
     max_frame_size: int = DEFAULT_MAX_FRAME
@@ -110,6 +97,8 @@ class Options:
     # Request and Response events as each message decodes. An Exchange carries both, so a consumer
     # that only keeps exchanges (the dataset) turns these off and skips two events per exchange.
     message_events: bool = True
+    # A dissector.skim.Skim: bodies of Produce and Fetch left undecoded before a worker's packet range.
+    skim: Any = field(default=None, compare=False)
 
 
 class _Side:
@@ -182,6 +171,7 @@ class Connection:
         self._skew_reported = False   # a negative latency was reported (once per connection)
         self._messages = self.options.message_events
         self._software: str | None = None   # what the client named itself in ApiVersions (dissector.quirks)
+        self._skim = self.options.skim
 
     # -- public API -------------------------------------------------------------
 
@@ -280,7 +270,7 @@ class Connection:
                                    f"{side.have} bytes at the end never matched a frame", side.offset))
                 side.take()
         for _, req in self._pending.values():
-            out.append(Exchange(req, None, Status.NO_RESPONSE))
+            out.append(Exchange(self._unskim(req), None, Status.NO_RESPONSE))
         self._pending.clear()
         self._pending_bytes = 0
         return out
@@ -397,6 +387,12 @@ class Connection:
             return
         self._sasl_raw = False
         size = truncated_size or len(frame) + 4
+        if self._skim is not None and not self._skim.done and not truncated_size:   # before this worker's range
+            req = skimmed(self._skim, hdr, frame, size, first_ts, last_ts, offset)
+            if req is not None:
+                self._seen_versions[hdr.api_key] = hdr.api_version
+                self._wait(req, hdr.correlation_id, first_ts, offset, out)
+                return
         d = self._decoders.decode(hdr.api_key, "request", hdr.api_version, frame, hdr.body_offset)
         failure = None
         raw = None
@@ -416,8 +412,8 @@ class Connection:
                 extra = len(frame) - d.end
                 out.append(Anomaly("trailing_bytes", TO_BROKER, first_ts,
                                    f"{extra} bytes after the {_api_name(hdr.api_key)} v{hdr.api_version} request body",
-                                   offset, _quirk(quirks.trailing_bytes(hdr.api_key, hdr.api_version, "request", extra,
-                                                                        body, self._software))))
+                                   offset, quirks.as_extra(quirks.trailing_bytes(
+                                       hdr.api_key, hdr.api_version, "request", extra, body, self._software))))
             self._after_request(hdr.api_key, hdr.api_version, body, size)
         req = Request(hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id, size, first_ts, last_ts,
                       hdr.header_version, body, failure, offset, raw, hdr.tags)
@@ -426,7 +422,7 @@ class Connection:
             out.append(req)
         if failure is not None and not truncated_size:
             if failure.error == _LIMIT:
-                out.append(_limit_anomaly(TO_BROKER, first_ts, f"{req.api_name} v{hdr.api_version} request", size,
+                out.append(budget.limit_anomaly(TO_BROKER, first_ts, f"{req.api_name} v{hdr.api_version} request", size,
                                           failure, offset))
             else:
                 out.append(Anomaly("malformed", TO_BROKER, first_ts,
@@ -435,16 +431,20 @@ class Connection:
         if not response_expected(hdr.api_key, body):
             out.append(Exchange(req, None, Status.NO_RESPONSE_EXPECTED))
             return
+        self._wait(req, hdr.correlation_id, first_ts, offset, out)
+
+    def _wait(self, req: Request, corr: int, first_ts: int, offset: int, out: list[Event]) -> None:
+        """``req`` awaits its response: in ``_pending``, within the in-flight bound."""
         pending = self._pending
-        old = pending.pop(hdr.correlation_id, None)
+        old = pending.pop(corr, None)
         if old is not None:
             self._pending_bytes -= old[1].size + _REQUEST_COST
-            out.append(Exchange(old[1], None, Status.NO_RESPONSE))
+            out.append(Exchange(self._unskim(old[1]), None, Status.NO_RESPONSE))
         self._seq += 1
-        pending[hdr.correlation_id] = (self._seq, req)
+        pending[corr] = (self._seq, req)
         self._pending_bytes += req.size + _REQUEST_COST
         while self._pending_bytes > self.options.max_in_flight_bytes and len(pending) > 1:
-            gone = pending.pop(next(iter(pending)))[1]
+            gone = self._unskim(pending.pop(next(iter(pending)))[1])
             self._pending_bytes -= gone.size + _REQUEST_COST
             self._cap_hits += 1
             if self._cap_hits == 1:
@@ -468,6 +468,13 @@ class Connection:
             self._software = quirks.client_software(body) or self._software
         if not self.options.keep_secrets and needs_redaction(api_key):
             redact(api_key, body, self._sasl_mechanism)
+
+    def _unskim(self, req: Request) -> Request:
+        """``req`` decoded if it was skimmed and skimming is over (its anomalies belong to its packet's worker)."""
+        if req.failure is SKIMMED and not self._skim.active():
+            req = unskimmed(self._decoders, req)
+            self._after_request(req.api_key, req.api_version, req.body, req.size)
+        return req
 
     def _looks_like_request(self, frame: bytes) -> bool:
         if len(frame) < 8:
@@ -516,10 +523,14 @@ class Connection:
                 break
             if pending[first][0] > seq:
                 break
-            unanswered = pending.pop(first)[1]
+            unanswered = self._unskim(pending.pop(first)[1])
             self._pending_bytes -= unanswered.size + _REQUEST_COST
             out.append(Exchange(unanswered, None, Status.NO_RESPONSE))
         self._older_from = seq + 1
+        if req.failure is SKIMMED:
+            req = self._unskim(req)
+            if req.failure is SKIMMED:     # still before this worker's range: no one writes the exchange
+                return
         if req.body is None:
             resp = Response(corr, size, first_ts, last_ts, req.api_key, req.api_version, None, None, None,
                             stream_offset=offset, raw=frame[4:])
@@ -555,7 +566,7 @@ class Connection:
             failure = DecodeFailure("Truncated", f"frame cut after {len(frame) + 4} of {truncated_size} bytes",
                                     failure.offset)
         elif failure is not None and failure.error == _LIMIT:
-            out.append(_limit_anomaly(TO_CLIENT, first_ts, f"{req.api_name} v{req.api_version} response", size,
+            out.append(budget.limit_anomaly(TO_CLIENT, first_ts, f"{req.api_name} v{req.api_version} response", size,
                                       failure, offset))
         elif failure is not None:
             status = Status.MALFORMED
@@ -566,8 +577,8 @@ class Connection:
             extra = len(frame) - d.end
             out.append(Anomaly("trailing_bytes", TO_CLIENT, first_ts,
                                f"{extra} bytes after the {req.api_name} v{req.api_version} response body", offset,
-                               _quirk(quirks.trailing_bytes(req.api_key, req.api_version, "response", extra, d.body,
-                                                            self._software))))
+                               quirks.as_extra(quirks.trailing_bytes(req.api_key, req.api_version, "response", extra,
+                                                                     d.body, self._software))))
         self._after_response(req.api_key, d.body, req.body, size)
         # Positional (inferred, stream_offset, raw, header_tags): keywords cost a dict per response.
         resp = Response(corr, size, first_ts, last_ts, req.api_key, req.api_version, hv, d.body, failure,

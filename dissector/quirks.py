@@ -82,3 +82,8 @@ def control_batch_crc(only_control: bool) -> Quirk | None:
     return Quirk("librdkafka mock cluster",
                  "its transaction markers (control batches) carry a CRC that does not match their bytes; "
                  "librdkafka does not check CRCs by default (check.crcs), so its clients read them")
+
+
+def as_extra(found: Quirk | None) -> dict[str, Any]:
+    """An anomaly's ``extra`` naming the known quirk behind it, if any."""
+    return {} if found is None else {"quirk": found}

@@ -23,6 +23,7 @@ from dissector.framing import (
     request_frame_decodes,
     response_header_version,
 )
+from dissector.skim import SKIMMED
 
 __all__ = ["RESYNC_KEEP", "find_request", "find_response", "resync_detail"]
 
@@ -98,7 +99,7 @@ def find_response(buf: bytes, segment_start: int, pending: dict[int, tuple[Any, 
 
 
 def _response_decodes(frame: bytes, req: Request, decoders: Decoders) -> bool:
-    if req.body is None:
+    if req.body is None and req.failure is not SKIMMED:     # a skimmed request has a body, not yet decoded
         return False
     try:
         _, body_offset, _ = parse_response_header(frame, response_header_version(req.api_key, req.api_version))

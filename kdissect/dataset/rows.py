@@ -536,10 +536,15 @@ class RowBuilder:
 
     # -- anomalies ---------------------------------------------------------------------------
 
-    def anomaly(self, conn: ConnectionLike | None, a: Anomaly) -> None:
+    def note(self, conn: ConnectionLike, a: Anomaly) -> quirks.Quirk | None:
+        """What an anomaly teaches about its connection's broker (the quirk it names), row or not."""
         quirk = a.extra.get("quirk") if a.extra else None
-        if quirk is not None and conn is not None and a.direction == Direction.TO_CLIENT:
+        if quirk is not None and a.direction == Direction.TO_CLIENT:
             self._quirky_brokers[conn.id] = quirk.of
+        return quirk
+
+    def anomaly(self, conn: ConnectionLike | None, a: Anomaly) -> None:
+        quirk = self.note(conn, a) if conn is not None else a.extra.get("quirk") if a.extra else None
         self._anomaly_at(conn.id if conn is not None else None, us(a.ts) if a.ts else None, a.kind,
                          _DIRECTION.get(a.direction) if a.direction is not None else None, a.detail, None, quirk)
 

@@ -363,6 +363,12 @@ class CaptureWriter:
         elif self._metrics is not None and conn is not None and isinstance(ev, ConnectionEnd):
             self._metrics.connection_end(conn.id)
 
+    def unowned(self, conn: ConnectionLike | None, ev: object) -> None:
+        """An event another share of the capture writes (:mod:`kdissect.run.ranges`): no row, only what
+        later rows depend on (a broker's quirk, named by an anomaly)."""
+        if conn is not None and isinstance(ev, Anomaly) and ev.extra:
+            self._rows.note(conn, ev)
+
     @property
     def counts(self) -> Counts:
         """What went into the tables so far."""

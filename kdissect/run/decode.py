@@ -86,10 +86,13 @@ def write_dataset(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str],
 
 def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], outdir: str | os.PathLike[str],
                  options: DecodeOptions, progress: ProgressFn | None = None, *, jobs: int = 1,
-                 min_share_bytes: int | None = None) -> DecodeResult:
+                 min_share_bytes: int | None = None, split: str | None = None) -> DecodeResult:
     """Decode captures into the dataset. ``jobs`` > 1: that many worker processes, each decoding a share
     of a capture's connections (:mod:`kdissect.run.parallel`); the rows are the same as with one process.
-    ``min_share_bytes``: capture bytes per worker below which a capture is not split (0: always split)."""
+    ``min_share_bytes``: capture bytes per worker below which a capture whose packets cannot be estimated is
+    not split (0: always split; see :func:`~kdissect.run.shares.capture_shares`);
+    ``split``: ``"connections"`` or ``"ranges"`` (packet ranges, :mod:`kdissect.run.ranges`), None: chosen per
+    capture."""
     sets = captures([inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs), options.rotated)
     for c in sets:  # fail on a bad input before writing anything
         open_capture_run(c, options).close()
@@ -103,7 +106,7 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
     shares = [capture_shares(c, jobs, MIN_SHARE_BYTES if min_share_bytes is None else min_share_bytes)
               for c in (sets if len(sets) > 1 else sets[:1])] if jobs > 1 else [1]
     if jobs > 1 and (len(sets) > 1 or shares[0] > 1):
-        _decode_parallel(sets, out, options, progress, jobs, shares, result, start)
+        _decode_parallel(sets, out, options, progress, jobs, shares, result, start, split)
         result.elapsed = time.monotonic() - start
         return result
     for i, capture in enumerate(sets, 1):
@@ -143,7 +146,7 @@ def decode_files(inputs: list[str | os.PathLike[str]] | str | os.PathLike[str], 
 
 
 def _decode_parallel(sets: list[Capture], out: Path, options: DecodeOptions, progress: ProgressFn | None, jobs: int,
-                     shares: list[int], result: DecodeResult, start: float) -> None:
+                     shares: list[int], result: DecodeResult, start: float, split: str | None = None) -> None:
     from kdissect.run.parallel import ShareResult, decode_parallel
 
     def on_capture(i: int, results: list[ShareResult], files: list[Path]) -> None:
@@ -153,11 +156,13 @@ def _decode_parallel(sets: list[Capture], out: Path, options: DecodeOptions, pro
             counts.add(r.counts)
         result.counts.add(counts, capture=sets[i][0].name)
         result.files += files
-        result.packets += results[0].packets          # every share reads the whole file
-        result.bytes_read += results[0].bytes_read
+        # Every share by connection reads the whole file; of range shares, the last.
+        result.packets += max((r.packets for r in results), default=0)
+        result.bytes_read += max((r.bytes_read for r in results), default=0)
         if progress is not None:
-            progress(Progress(describe(sets[i]), i + 1, len(sets), results[0].bytes_read,
-                              capture_size(sets[i]), results[0].packets, result.counts.exchanges,
+            progress(Progress(describe(sets[i]), i + 1, len(sets), max((r.bytes_read for r in results), default=0),
+                              capture_size(sets[i]), max((r.packets for r in results), default=0),
+                              result.counts.exchanges,
                               time.monotonic() - start))
 
     def on_progress(i: int, _done: int, bytes_read: int, packets: int, exchanges: int) -> None:
@@ -165,4 +170,5 @@ def _decode_parallel(sets: list[Capture], out: Path, options: DecodeOptions, pro
                           capture_size(sets[i]), packets,
                           result.counts.exchanges + exchanges, time.monotonic() - start))
 
-    decode_parallel(sets, out, options, jobs, shares=shares, on_capture=on_capture, on_progress=on_progress if progress is not None else None)
+    decode_parallel(sets, out, options, jobs, shares=shares, on_capture=on_capture,
+                    on_progress=on_progress if progress is not None else None, split=split)

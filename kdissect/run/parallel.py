@@ -36,13 +36,15 @@ from typing import TYPE_CHECKING
 
 from capture import CaptureRun
 from capture.shard import Share
+from dissector.skim import Skim
 from dissector.topics import ZERO_UUID, TopicRegistry
 
 from kdissect.dataset.writer import TABLES, CaptureWriter, Counts, file_stem, parquet_writer, remove_joined, remove_stale
 from kdissect.run.collector import fewer_collections
 from kdissect.errors import KdissectError
 from kdissect.run.inputs import Capture
-from kdissect.run.shares import MIN_SHARE_BYTES, capture_shares
+from kdissect.run.ranges import PacketRange, connection_loads, packet_ranges, split_kind, survey
+from kdissect.run.shares import MIN_SHARE_BYTES, capture_shares, estimate_packets
 from kdissect.run.source import DecodeOptions, open_capture_run
 
 if TYPE_CHECKING:
@@ -131,7 +133,7 @@ def share_name(stem: str, share: Share) -> str:
 def decode_share(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], outdir: str | os.PathLike[str],
                  share: Share, options: DecodeOptions, *, stem: str | None = None,
                  on_progress: Callable[[CaptureRun, Counts], None] | None = None,
-                 schemas: tuple = ()) -> ShareResult:
+                 schemas: tuple = (), on_connection: Callable[[str], None] | None = None) -> ShareResult:
     """Decode the connections of ``share`` of one capture into table files under temporary names.
 
     ``path``: the capture file, or the files of a rotated capture in order (named by the first).
@@ -139,19 +141,27 @@ def decode_share(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     Nothing is visible until :func:`finish_capture`; on an exception the files are removed.
     Share 0 also reports the capture-level anomalies (damaged file, IP fragments). ``schemas``: what
     other shares learnt from ``_schemas`` records, (clock, schema) pairs (see :func:`finish_capture`).
+    ``share``: a :class:`~capture.shard.Share` of its connections or a :class:`~kdissect.run.ranges.PacketRange`
+    of its packets; ``on_connection``: see :func:`_decode_range`.
     """
     out = Path(outdir)
     first = Path(path if isinstance(path, (str, os.PathLike)) else path[0])
+    ranged = isinstance(share, PacketRange)
     topics = _ClockedTopics()
-    run = open_capture_run(path, options, share=share, topics=topics, messages=False)
+    skim = Skim(share.start) if ranged and share.start > 0 else None
+    run = open_capture_run(path, options, share=None if ranged else share, topics=topics, messages=False,
+                           skim=skim)
     # The packet count runs on across a rotated capture's files: still one clock for all shares.
     topics.clock = lambda: run.pipeline.stats.packets
-    unnamed = _Unnamed(topics.clock) if not share.whole else None
+    if skim is not None:
+        skim.counter = run.pipeline.stats
+    # A range share sees every connection as one process does: its topic names need no resolution.
+    unnamed = _Unnamed(topics.clock) if not share.whole and not ranged else None
     capture = first.name
     rows = options.row_options(out, topics.clock, schemas)
     try:
         writer = CaptureWriter(out, capture, share_name(stem or file_stem(first), share), rows, topics,
-                               capture_level=share.index == 0, unresolved=unnamed)
+                               capture_level=ranged or share.index == 0, unresolved=unnamed)
     except BaseException:
         run.close()
         raise
@@ -160,9 +170,13 @@ def decode_share(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
             run.pipeline.on_progress = lambda _stats: on_progress(run, writer.counts)
         event = writer.event
         with fewer_collections():
-            for ce in run:
-                event(ce.conn, ce.event)
-        writer.counts.flows.update(run.pipeline.stats.connections)
+            if ranged:
+                _decode_range(run, writer, share, on_connection)
+            else:
+                for ce in run:
+                    event(ce.conn, ce.event)
+        if not ranged or share.stop is None:      # of range shares, the last one read every packet
+            writer.counts.flows.update(run.pipeline.stats.connections)
         files = writer.close()
     except BaseException:
         writer.abort()
@@ -171,9 +185,52 @@ def decode_share(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     pay = rows.payloads
     paths = (os.fspath(path),) if isinstance(path, (str, os.PathLike)) else tuple(map(os.fspath, path))
     return ShareResult(capture, stem or file_stem(first), share, files, writer.counts, run.stats.packets,
-                       run.source.bytes_read, topics.learned, unnamed.rows if unnamed is not None else {},
+                       run.source.bytes_read, [] if ranged else topics.learned,
+                       unnamed.rows if unnamed is not None else {},
                        list(pay.learned.learned) if pay is not None else [],
                        set(pay.unknown) if pay is not None else set(), paths, os.fspath(out), options)
+
+
+class _RangeEnd(Exception):
+    """Raised from the pipeline's progress hook: a range share read past its range without an event."""
+
+
+def _decode_range(run: CaptureRun, writer: CaptureWriter, share: PacketRange,
+                  on_connection: Callable[[str], None] | None = None) -> None:
+    """The events of a range share's packets into ``writer``; what comes before only as far as later
+    rows depend on it; reading stops at the range's end (see :mod:`kdissect.run.ranges`).
+    ``on_connection``: told each connection's id as its first event in the range comes."""
+    stats = run.pipeline.stats
+    named: set[str] = set()
+    start = share.start
+    stop = share.stop if share.stop is not None else 1 << 62
+    event, unowned = writer.event, writer.unowned
+    progress = run.pipeline.on_progress
+
+    def past_the_end(st: object) -> None:
+        if progress is not None:
+            progress(st)
+        if stats.packets >= stop:
+            raise _RangeEnd
+
+    run.pipeline.on_progress = past_the_end
+    try:
+        for ce in run:
+            now = stats.packets
+            if now < start:
+                unowned(ce.conn, ce.event)
+            elif now < stop:
+                conn = ce.conn
+                if on_connection is not None and conn is not None and conn.id not in named:
+                    named.add(conn.id)
+                    on_connection(conn.id)
+                event(conn, ce.event)
+            else:
+                break
+    except _RangeEnd:
+        pass
+    finally:
+        run.close()
 
 
 def finish_capture(results: list[ShareResult]) -> list[Path]:
@@ -327,8 +384,13 @@ def _worker(task: _Task, outdir: Path, options: DecodeOptions, pipe: Pipe) -> No
             last[0] = now
             pipe.send(("progress", run.source.bytes_read, run.stats.packets, counts.exchanges))
 
+    def connection(cid: str) -> None:
+        # A range share says which connections it writes as it meets them: named if it dies.
+        pipe.send(("connection", cid))
+
     try:
-        result = decode_share(task.capture, outdir, task.share, options, stem=task.stem, on_progress=progress)
+        result = decode_share(task.capture, outdir, task.share, options, stem=task.stem, on_progress=progress,
+                              on_connection=connection)
     except KdissectError as exc:
         pipe.send(("error", str(exc)))
         os._exit(1)
@@ -350,22 +412,50 @@ class _Running:
     exchanges: int = 0
     result: ShareResult | None = None
     error: str | None = None
+    connections: list[str] = field(default_factory=list)     # a range share's, as it met them
 
 
 ProgressFn = Callable[[int, int, int, int, int], None]   # capture index, shares done, bytes, packets, exchanges
+_NAMED = 5          # connections a dead range worker's report names
+
+
+def _lost(r: _Running) -> str:
+    """What a range share's dead worker took with it."""
+    share = r.task.share
+    held, n = r.connections[:_NAMED], len(r.connections)
+    more = f" and {n - _NAMED} more" if n > _NAMED else ""
+    conns = f"connection{'s' if n != 1 else ''} {', '.join(held)}{more}" if n else "no rows written yet"
+    return (f"{r.task.capture[0]}: the worker decoding share {share.index + 1} of {share.count} "
+            f"({share.describe()}; {conns}) {r.error}: the exchanges ending in those packets are missing, "
+            "the rest of the capture is written")
+
+
+def _tasks(i: int, c: Capture, n: int, split: str | None) -> list[_Task]:
+    """Capture ``c``'s ``n`` shares: by connection or by packet ranges (``split``; None: as fits ``c``)."""
+    stem = file_stem(c[0])
+    if n > 1 and split != "connections":
+        surveyed = survey(c)
+        kind = split or split_kind(surveyed.loads if surveyed else connection_loads(os.fspath(c[0])), n)
+        packets = (surveyed.packets if surveyed else estimate_packets(c)) if kind == "ranges" else None
+        if packets:
+            return [_Task(i, c, r, stem) for r in packet_ranges(packets, n)]
+    return [_Task(i, c, Share(k, n), stem) for k in range(n)]
 
 
 def decode_parallel(captures: list[Capture], outdir: Path, options: DecodeOptions, jobs: int,
                     *, min_share_bytes: int = MIN_SHARE_BYTES, shares: list[int] | None = None,
                     on_capture: Callable[[int, list[ShareResult], list[Path]], None] | None = None,
-                    on_progress: ProgressFn | None = None) -> None:
+                    on_progress: ProgressFn | None = None, split: str | None = None) -> None:
     """Decode ``captures`` into ``outdir`` with up to ``jobs`` worker processes.
 
     Each capture is split into ``shares[i]`` shares, or :func:`~kdissect.run.shares.capture_shares`'s when that is
-    not given; a capture's files appear
+    not given, by connection or by packet ranges (``split``: ``"connections"``, ``"ranges"``, None: the split
+    :func:`~kdissect.run.ranges.split_kind` chooses); a capture's files appear
     when all its shares are done (``on_capture(index, results, files)``, in input
     order). If a worker fails, the others are stopped, nothing more is made
-    visible, and :class:`KdissectError` says which capture and share failed.
+    visible, and :class:`KdissectError` says which capture and share failed. A range share's worker
+    that dies (a signal, or an exit without a word) costs its range alone: the rest is written, then
+    :class:`KdissectError` names the capture, the packets and the connections lost.
     """
     # Here, not at the top: multiprocessing takes ~10 ms to import, and Spark's tasks import
     # this module without running workers.
@@ -373,13 +463,16 @@ def decode_parallel(captures: list[Capture], outdir: Path, options: DecodeOption
     from multiprocessing.connection import wait
 
     ctx = get_context("fork")
+    # Imported once here, not in each worker: forked, they share it (~0.1 s of each worker's start).
+    from kdissect.dataset.arrow import import_pyarrow
+    import_pyarrow()
     tasks: list[_Task] = []
     for i, c in enumerate(captures):
-        n = shares[i] if shares is not None else capture_shares(c, jobs, min_share_bytes)
-        stem = file_stem(c[0])
-        tasks += [_Task(i, c, Share(k, n), stem) for k in range(n)]
+        tasks += _tasks(i, c, shares[i] if shares is not None else capture_shares(c, jobs, min_share_bytes), split)
     shares_per = [sum(1 for t in tasks if t.capture_index == i) for i in range(len(captures))]
     done: dict[int, list[ShareResult]] = {}
+    lost: list[str] = []
+    dead = [0] * len(captures)            # range shares of each capture whose worker died
     running: list[_Running] = []
     pending = list(reversed(tasks))
     next_commit = 0
@@ -399,6 +492,13 @@ def decode_parallel(captures: list[Capture], outdir: Path, options: DecodeOption
                     _drain(r)                  # what it sent just before it ended
                     if r.error is None and r.result is None:
                         r.error = _died(r.process.exitcode)  # type: ignore[attr-defined]
+                        if isinstance(r.task.share, PacketRange):
+                            r.process.join()  # type: ignore[attr-defined]
+                            _remove_worker_files(r, outdir)
+                            running.remove(r)
+                            lost.append(_lost(r))
+                            dead[r.task.capture_index] += 1
+                            continue
                 if r.error is not None:
                     raise KdissectError(f"{r.task.capture[0]}: the worker decoding share {r.task.share.index + 1} of "
                                         f"{r.task.share.count} failed: {r.error}")
@@ -411,8 +511,9 @@ def decode_parallel(captures: list[Capture], outdir: Path, options: DecodeOption
                     mine = [r for r in running if r.task.capture_index == i]
                     on_progress(i, len(done.get(i, [])), max(r.bytes_read for r in mine),
                                 max(r.packets for r in mine), sum(r.exchanges for r in mine))
-            while next_commit < len(captures) and len(done.get(next_commit, [])) == shares_per[next_commit]:
-                results = sorted(done.pop(next_commit), key=lambda r: r.share.index)
+            while (next_commit < len(captures)
+                   and len(done.get(next_commit, [])) + dead[next_commit] == shares_per[next_commit]):
+                results = sorted(done.pop(next_commit, []), key=lambda r: r.share.index)
                 files = finish_capture(results)
                 remove_joined(captures[next_commit][1:], files)
                 if on_capture is not None:
@@ -430,6 +531,8 @@ def decode_parallel(captures: list[Capture], outdir: Path, options: DecodeOption
         for results in done.values():
             discard(results)
         raise
+    if lost:
+        raise KdissectError("\n".join(lost))
 
 
 def _drain(r: _Running) -> None:
@@ -438,6 +541,8 @@ def _drain(r: _Running) -> None:
             msg = r.pipe.recv()
             if msg[0] == "progress":
                 _, r.bytes_read, r.packets, r.exchanges = msg
+            elif msg[0] == "connection":
+                r.connections.append(msg[1])
             elif msg[0] == "done":
                 r.result = msg[1]
             else:

@@ -16,14 +16,16 @@ MIN_SHARE_PACKETS = 12_000
 
 
 def capture_shares(capture: Capture, jobs: int, min_share_bytes: int = MIN_SHARE_BYTES) -> int:
-    """How many shares ``kdissect decode --jobs`` splits a capture into: by its size, then by
-    its estimated packets (``min_share_bytes`` 0: always ``jobs``)."""
-    n = shares_for(capture_size(capture), jobs, min_share_bytes)
-    if n > 1 and min_share_bytes:
-        packets = estimate_packets(capture)
-        if packets is not None:
-            n = max(1, min(n, packets // MIN_SHARE_PACKETS))
-    return n
+    """How many shares ``kdissect decode --jobs`` splits a capture into: by its estimated packets, the
+    measure of a decode's work, or by its size when they cannot be estimated (``min_share_bytes`` 0:
+    always ``jobs``). Not by size first: a connection of small requests is worth splitting at 8 MB
+    (20,000 exchanges, 32,000 packets), 22 MB of large batches in 18,000 packets is not."""
+    if jobs <= 1 or not min_share_bytes:
+        return shares_for(None, jobs, min_share_bytes)
+    packets = estimate_packets(capture)
+    if packets is None:
+        return shares_for(capture_size(capture), jobs, min_share_bytes)
+    return max(1, min(jobs, packets // MIN_SHARE_PACKETS))
 
 
 def shares_for(size: int | None, jobs: int, min_share_bytes: int = MIN_SHARE_BYTES) -> int:

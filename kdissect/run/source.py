@@ -38,10 +38,11 @@ class DecodeOptions:
     validate_json: bool = False           # check JSON Schema values against their schema (jsonschema)
 
     def capture_options(self, live: bool = False, share: Share | None = None,
-                        messages: bool = True) -> CaptureOptions:
-        """``messages``: Request and Response events besides the Exchanges that carry them."""
+                        messages: bool = True, skim: Any = None) -> CaptureOptions:
+        """``messages``: Request and Response events besides the Exchanges that carry them; ``skim``: a
+        :class:`dissector.skim.Skim` (a worker's packet range, see :mod:`kdissect.run.ranges`)."""
         return CaptureOptions(ports=self.ports,
-                              dissector=Options(keep_secrets=self.keep_secrets, message_events=messages),
+                              dissector=Options(keep_secrets=self.keep_secrets, message_events=messages, skim=skim),
                               tls_keylog=self.tls_keylog, tls_keylog_live=live, protocol=self.protocol,
                               share=share)
 
@@ -151,13 +152,13 @@ def protocol_option(specs: list[str] | str | None) -> ProtocolChoice | None:
 
 def open_capture_run(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], options: DecodeOptions, *,
                      share: Share | None = None, topics: TopicRegistry | None = None,
-                     messages: bool = True) -> CaptureRun:
+                     messages: bool = True, skim: Any = None) -> CaptureRun:
     """``path``: a file, or a rotated capture's files in order; ``share``: only that share of the
     capture's connections; ``topics``: the registry to fill; ``messages``: see
     :meth:`DecodeOptions.capture_options` (the dataset needs only exchanges)."""
     use_default_code_cache()
     check_keylogs(options.tls_keylog)   # a key log that cannot be read is bad use, not a damaged capture
     try:
-        return read_capture(path, options.capture_options(share=share, messages=messages), topics=topics)
+        return read_capture(path, options.capture_options(share=share, messages=messages, skim=skim), topics=topics)
     except CaptureError as exc:   # not a capture at all, or unreadable
         raise DamagedInput(str(exc)) from None

@@ -36,7 +36,7 @@ def rows(outdir: Path) -> dict[str, list[str]]:
 @pytest.mark.parametrize("pcap", SAMPLES, ids=[p.stem for p in SAMPLES])
 def test_three_jobs_give_the_rows_of_one(pcap: Path, tmp_path: Path) -> None:
     one = decode_files([pcap], tmp_path / "one", EVERYTHING)
-    three = decode_files([pcap], tmp_path / "three", EVERYTHING, jobs=3, min_share_bytes=0)
+    three = decode_files([pcap], tmp_path / "three", EVERYTHING, jobs=3, min_share_bytes=0, split="connections")
     assert rows(tmp_path / "three") == rows(tmp_path / "one")
     assert len(list((tmp_path / "three" / "exchanges").glob("*.parquet"))) == 3
     assert three.counts == one.counts

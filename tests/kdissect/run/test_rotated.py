@@ -56,13 +56,18 @@ def test_decoded_file_by_file_the_cut_exchanges_are_lost(tmp_path: Path) -> None
     assert kinds["gap"] + kinds["resync"] > 0
 
 
-def test_worker_shares_of_a_rotated_capture_give_the_rows_of_one(tmp_path: Path) -> None:
+@pytest.mark.parametrize("split", ["connections", "ranges"])
+def test_worker_shares_of_a_rotated_capture_give_the_rows_of_one(split: str, tmp_path: Path) -> None:
+    """Packet ranges run across the files: the packet count goes on from one file to the next."""
     editcap_split(SAMPLES / "mock-transactions.pcap", tmp_path / "rotated", 50)
-    decode_files([tmp_path / "rotated"], tmp_path / "one", EVERYTHING)
-    three = decode_files([tmp_path / "rotated"], tmp_path / "three", EVERYTHING, jobs=3, min_share_bytes=0)
-    assert three.counts.captures == 1
+    one = decode_files([tmp_path / "rotated"], tmp_path / "one", EVERYTHING)
+    three = decode_files([tmp_path / "rotated"], tmp_path / "three", EVERYTHING, jobs=3, min_share_bytes=0,
+                         split=split)
+    assert three.counts.captures == 1 and three.counts == one.counts
     assert len(list((tmp_path / "three" / "exchanges").glob("*of3.parquet"))) == 3
     for t in ("exchanges", "partitions", "anomalies", "records"):
+        if split == "ranges":       # in one process's order too
+            assert list(map(repr, table(tmp_path / "three", t))) == list(map(repr, table(tmp_path / "one", t))), t
         assert sorted(map(repr, table(tmp_path / "three", t))) == sorted(map(repr, table(tmp_path / "one", t))), t
 
 
