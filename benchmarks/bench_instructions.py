@@ -60,7 +60,8 @@ PARTS = [
     ("    RowBuilder._partitions", _method("kdissect.dataset.rows", "RowBuilder", "_partitions")),
     # dissector.records until the full decode had its own module: either, to measure across the move
     ("      decode_records (--records)", r"__pyx_pw_9dissector_(?:7records|9recordset)_\d+decode_records "),
-    ("  Arrow conversion", r"__pyx_pw_8kdissect_7columns_\d+to_arrow "),
+    # kdissect.columns until the dataset's modules moved to kdissect.dataset: either, to measure across the move
+    ("  Arrow conversion", r"__pyx_pw_8kdissect_(?:7dataset_)?7columns_\d+to_arrow "),
     ("  Parquet write_table", r"ParquetWriter_\d+write_table"),
 ]
 
