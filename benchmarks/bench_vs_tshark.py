@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """``kdissect decode`` end to end against ``tshark -T fields`` on the same captures.
 
-    sudo python benchmarks/bench_vs_tshark.py [--repeat 3] [--tshark PATH] [--jobs N] [CAPTURE ...]
+    sudo python benchmarks/bench_vs_tshark.py [--repeat 3] [--tshark PATH] [--jobs N] [--data DIR]
+                                              [--no-pure] [CAPTURE ...]
 
-Without CAPTURE arguments it uses the two shapes of ``benchmarks/make_capture.py``
-(many one-record Produce exchanges; large lz4 batches produced and fetched back)
-at two sizes each (``--scale`` 0.1 and 1), writing any that are missing with
-real clients against tansu (that needs root).
+Without CAPTURE arguments it uses the four captures of ``benchmarks/make_capture.py``
+that issue 46 sets its targets on, in ``--data`` (default benchmarks/data): one-record
+Produce exchanges on one producer connection (20,000 and 200,000 of them), and large
+lz4 batches produced and fetched back (54 MB and 537 MB), writing any that are missing
+with real clients against tansu (that needs root).
 
-Each capture is decoded ``--repeat`` times by tshark, ``kdissect --jobs 1`` and
-``kdissect --jobs N`` (default: the number of cores), the three taking turns so
-that load from other processes falls on all of them alike. Per tool it prints the
+Each capture is decoded ``--repeat`` times by tshark, ``kdissect --jobs 1``,
+``kdissect --jobs N`` (default: the number of cores) and the same code pure
+(``--no-pure`` leaves that out), taking turns so that load from other processes
+falls on all of them alike. Per tool it prints the
 median wall time, the median CPU time (user + system, of the process and its
 workers), the peak RSS of the largest single process (``wait4``), exchanges per
 second, and the ratio tshark / kdissect. The load average is printed before and
@@ -39,8 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data"
-SHAPES = ("many-small-produce", "large-batches")
-SCALES = (("small", 0.1), ("full", 1.0))
+CAPTURES = ("one-conn-small-20k", "one-conn-small-200k", "large-batches-54mb", "large-batches-537mb")
 TSHARK44 = ROOT.parent / "shared" / "tools" / "tshark44"
 
 TSHARK_FIELDS = ("frame.time_epoch", "tcp.stream", "kafka.request_key", "kafka.request.version",
@@ -111,19 +113,15 @@ class Tshark:
         return out.splitlines()[0] if out else "?"
 
 
-def make_captures() -> list[Path]:
-    out = []
-    for label, scale in SCALES:
-        d = DATA / label
-        missing = [s for s in SHAPES if not (d / f"{s}.pcap").exists()]
-        if missing:
-            if os.geteuid() != 0:
-                sys.exit(f"{d}: captures missing ({', '.join(missing)}); writing them needs root")
-            print(f"writing {', '.join(missing)} at scale {scale} into {d} ...", file=sys.stderr, flush=True)
-            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_capture.py"), "--out", str(d),
-                            "--scale", str(scale), "--only", ",".join(missing)], check=True)
-        out += [d / f"{s}.pcap" for s in SHAPES]
-    return out
+def make_captures(data: Path) -> list[Path]:
+    missing = [c for c in CAPTURES if not (data / f"{c}.pcap").exists()]
+    if missing:
+        if os.geteuid() != 0:
+            sys.exit(f"{data}: captures missing ({', '.join(missing)}); writing them needs root")
+        print(f"writing {', '.join(missing)} into {data} ...", file=sys.stderr, flush=True)
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_capture.py"), "--out", str(data),
+                        "--only", ",".join(missing)], check=True)
+    return [data / f"{c}.pcap" for c in CAPTURES]
 
 
 def dataset_facts(outdir: Path) -> tuple[int, list[int]]:
@@ -133,7 +131,7 @@ def dataset_facts(outdir: Path) -> tuple[int, list[int]]:
     return table.num_rows, sorted({p for p in table.column("broker_port").to_pylist() if p is not None})
 
 
-def bench(capture: Path, work: Path, repeat: int, jobs: int, tshark: Tshark) -> dict:
+def bench(capture: Path, work: Path, repeat: int, jobs: int, tshark: Tshark, pure: bool = True) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)        # as installed: bytecode cached, not compiled per run
     out = work / f"{capture.stem}-{zlib.crc32(str(capture.resolve()).encode()):08x}-dataset"
@@ -145,15 +143,17 @@ def bench(capture: Path, work: Path, repeat: int, jobs: int, tshark: Tshark) -> 
     for p in ports or [9092]:
         cmd += ["-d", f"tcp.port=={p},kafka"]
     cmd += ["-Y", "kafka", "-T", "fields"] + [a for f in TSHARK_FIELDS for a in ("-e", f)]
-    results = {"tshark": Runs(), "kdissect -j1": Runs(), f"kdissect -j{jobs}": Runs(), "pure -j1": Runs()}
+    results = {"tshark": Runs(), "kdissect -j1": Runs(), f"kdissect -j{jobs}": Runs()}
+    if pure:
+        results["pure -j1"] = Runs()
     for _ in range(repeat):
         with (work / "tshark.tsv").open("wb") as tsv:      # written out, as kdissect writes Parquet
             measure(cmd, results["tshark"], stdout=tsv)
         measure(kd + ["--jobs", "1"], results["kdissect -j1"], env)
         if jobs != 1:
             measure(kd + ["--jobs", str(jobs)], results[f"kdissect -j{jobs}"], env)
-        # The same code without its compiled modules (setup.py): what the compiled build buys.
-        measure(kd + ["--jobs", "1"], results["pure -j1"], {**env, "KDISSECT_PURE": "1"})
+        if pure:   # the same code without its compiled modules (setup.py): what the compiled build buys
+            measure(kd + ["--jobs", "1"], results["pure -j1"], {**env, "KDISSECT_PURE": "1"})
     return {"exchanges": exchanges, "runs": results}
 
 
@@ -163,9 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs per tool and capture (default 3)")
     ap.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), help="kdissect workers (default: cores)")
     ap.add_argument("--tshark", help="tshark binary (default: Wireshark 4.4 via shared/tools/tshark44, else PATH)")
+    ap.add_argument("--data", type=Path, default=DATA, help="where the default captures are (default benchmarks/data)")
+    ap.add_argument("--no-pure", action="store_true", help="leave out the pure-Python run")
     args = ap.parse_args(argv)
 
-    captures = args.captures or make_captures()
+    captures = args.captures or make_captures(args.data)
     tshark = Tshark(args.tshark)
     build = subprocess.run([sys.executable, "-m", "kdissect", "--version"], capture_output=True, text=True, cwd=ROOT)
     print(f"{build.stdout.strip()}; {tshark.version()}; {os.cpu_count()} CPUs; median of {args.repeat} alternating runs; "
@@ -176,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="kd-bench-") as tmp:
             for cap in captures:
                 load = os.getloadavg()[0]
-                report(cap, bench(cap, Path(tmp), args.repeat, args.jobs, tshark), load)
+                report(cap, bench(cap, Path(tmp), args.repeat, args.jobs, tshark, not args.no_pure), load)
     finally:
         tshark.cleanup()
     return 0
