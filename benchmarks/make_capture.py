@@ -19,7 +19,8 @@ one-conn-small-200k.pcap connection (one librdkafka producer, the same settings,
                          more): ~7.5 MB and ~74 MB. A capture that cannot be
                          split by connection.
 large-batches-54mb.pcap  large-batches at 0.27 and 2.68 of its size: ~54 MB
-large-batches-537mb.pcap (~75 exchanges) and ~537 MB (~565 exchanges).
+large-batches-537mb.pcap (~75 exchanges) and ~537 MB (~565: Produce requests of
+                         0.35-0.5 MB, Fetch responses of ~5.6 MB).
 
 The default (no --only) writes many-small-produce and large-batches.
 --producers and --value-bytes override a shape's producer count and value size.
