@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """``kdissect live`` against a recorded capture replayed at full speed through a veth pair.
 
-    sudo python benchmarks/bench_replay.py [--data benchmarks/data] [--repeat 1] [--pps N]
+    sudo python benchmarks/bench_replay.py [--data benchmarks/data] [--repeat 1] [--pps N | --mbps M]
                                            [--tree CHECKOUT] [CAPTURE ...]
 
 Without CAPTURE arguments it replays the two shapes of issue 46 that ``make_capture.py`` writes
@@ -12,7 +12,7 @@ fetched back; the target is every exchange at 1.7 Gbit/s).
 Per capture: ``kdissect decode`` of the file gives the reference (its exchanges, keyed by client
 port, broker port, api key and correlation id). Then, in a private network namespace, ``kdissect
 live -i kdb0`` captures one end of a veth pair while ``tcpreplay --topspeed`` (or ``--pps N``) sends
-the capture into the other end, kdb1; SIGINT once tcpreplay has finished. A run keeps *every
+the capture into the other end, kdb1 (``--pps`` and ``--mbps`` set tcpreplay's rate instead); SIGINT once tcpreplay has finished. A run keeps *every
 exchange* when the live dataset holds the reference's exchanges, key for key, and nothing was
 dropped: not by the veth (its rx/tx drop counters), not by the kernel's packet socket and not by
 a full spool (``kdissect live``'s own summary).
@@ -91,7 +91,7 @@ def _tcpreplay_figures(text: str) -> dict:
             "gbit_s": nbytes * 8 / secs / 1e9, "failed": int(failed.group(1)) if failed else 0}
 
 
-def replay_once(tree: Path, pcap: Path, ref: Counter, work: Path, pps: int | None) -> dict:
+def replay_once(tree: Path, pcap: Path, ref: Counter, work: Path, rate: list[str]) -> dict:
     ns = f"kd-replay-{os.getpid()}"
     out = work / f"live-{pcap.stem}"
     shutil.rmtree(out, ignore_errors=True)
@@ -104,7 +104,6 @@ def replay_once(tree: Path, pcap: Path, ref: Counter, work: Path, pps: int | Non
                                               "-o", str(out)]),
                                 cwd=tree, env=_env(tree), stderr=subprocess.PIPE, text=True)
         wait_packet_socket(live.pid)
-        rate = [f"--pps={pps}"] if pps else ["--topspeed"]
         rep = subprocess.run(in_netns(ns, ["tcpreplay", "-i", "kdb1", *rate, str(pcap)]),
                              capture_output=True, text=True)
         stopped = time.monotonic()
@@ -140,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=ROOT / "benchmarks" / "data",
                     help="where make_capture.py wrote the default captures (default benchmarks/data)")
     ap.add_argument("--repeat", type=int, default=1, help="replays per capture (default 1)")
-    ap.add_argument("--pps", type=int, help="replay at this packet rate instead of --topspeed")
+    pace = ap.add_mutually_exclusive_group()
+    pace.add_argument("--pps", type=int, help="replay at this many packets/s instead of --topspeed")
+    pace.add_argument("--mbps", type=float, help="replay at this many Mbit/s instead of --topspeed")
     ap.add_argument("--tree", type=Path, default=ROOT, help="checkout whose kdissect runs (default: this one)")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
@@ -155,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     tree = args.tree.resolve()
     build = subprocess.run([sys.executable, "-m", "kdissect", "--version"], capture_output=True, text=True,
                            cwd=tree, env=_env(tree)).stdout.strip()
-    print(f"{build}; {os.cpu_count()} CPUs; tcpreplay {'--pps=%d' % args.pps if args.pps else '--topspeed'} "
+    rate = [f"--pps={args.pps}"] if args.pps else [f"--mbps={args.mbps}"] if args.mbps else ["--topspeed"]
+    print(f"{build}; {os.cpu_count()} CPUs; tcpreplay {rate[0]} "
           "into a veth pair, kdissect live on the other end", flush=True)
     work = Path(tempfile.mkdtemp(prefix="kd-bench-replay-"))
     try:
@@ -163,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             ref = reference(tree, pcap, work)
             for i in range(args.repeat):
                 load = os.getloadavg()[0]
-                r = replay_once(tree, pcap.resolve(), ref, work, args.pps)
+                r = replay_once(tree, pcap.resolve(), ref, work, rate)
                 verdict = "every exchange" if r["every_exchange"] else "LOST"
                 print(f"{pcap.name}: {r['pps']:,.0f} packets/s, {r['gbit_s']:.2f} Gbit/s "
                       f"({r['sent']:,} packets, {r['bytes'] / 1e6:,.0f} MB in {r['seconds']:.2f} s)"
