@@ -115,7 +115,7 @@ def _produce(bootstrap: str, cid: str, topic: str, partition: int, count: int, v
 
 
 def worker_small(bootstrap: str, index: int, count: int, size: int) -> dict:
-    fixed = random.Random(index).randbytes(size // 2 + 1).hex().encode()[:size]
+    fixed = random.Random(index).randbytes((size + 1) // 2).hex().encode()[:size]
     # One partition per producer: every request then carries exactly one record.
     return _produce(bootstrap, f"kd-bench-small-{index}", "bench-small", index, count, lambda i: fixed,
                     {"linger.ms": 0, "batch.num.messages": 1, "acks": 1,
