@@ -116,7 +116,7 @@ def _records(out: Path) -> tuple[int, int, int]:
     return int(produced), int((ex.api_key == 0).sum()), int((an.kind == "gap").sum())
 
 
-def _wait_packet_socket(pid: int, timeout: float = 60.0) -> None:
+def wait_packet_socket(pid: int, timeout: float = 60.0) -> None:
     """Block until process ``pid`` holds an open packet socket (both versions: the capture has begun)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -169,7 +169,7 @@ def run_once(tree: Path, kind: str, rate: float, seconds: float, work: Path, met
     with run_tansu(port) as bootstrap, _metrics(metrics) as extra:
         live = subprocess.Popen([sys.executable, "-m", "kdissect", "live", "-i", "lo", "--ports", str(port),
                                  "-o", str(out), *extra], cwd=tree, env=env, stderr=subprocess.PIPE, text=True)
-        _wait_packet_socket(live.pid)   # the baseline prints nothing when its socket is open
+        wait_packet_socket(live.pid)   # the baseline prints nothing when its socket is open
         t0 = time.monotonic()
         prod = subprocess.run([sys.executable, __file__, "--produce", bootstrap, f"bench-{kind}", kind, str(rate),
                                str(seconds)], capture_output=True, text=True, env={**os.environ,
@@ -254,7 +254,7 @@ def run_replay(tree: Path, pcap: Path, pps: float, work: Path, expected: int, tc
                                 cwd=tree, env=env, stderr=subprocess.PIPE, text=True)
         scraper = subprocess.Popen(in_netns(ns, [sys.executable, __file__, "--scrape", "127.0.0.1:9464"]),
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if metrics else None
-        _wait_packet_socket(live.pid)
+        wait_packet_socket(live.pid)
         if tcpreplay:   # faster than Python's sendto; pps 0 = as fast as it goes
             rate = ["--topspeed"] if not pps else [f"--pps={int(pps)}"]
             rep = subprocess.run(in_netns(ns, ["tcpreplay", "-i", "kdb1", *rate, f"--loop={loops}", str(pcap)]),

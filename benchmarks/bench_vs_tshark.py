@@ -1,20 +1,32 @@
 #!/usr/bin/env python3
 """``kdissect decode`` end to end against ``tshark -T fields`` on the same captures.
 
-    sudo python benchmarks/bench_vs_tshark.py [--repeat 3] [--tshark PATH] [--jobs N] [CAPTURE ...]
+    sudo python benchmarks/bench_vs_tshark.py [--repeat 3] [--tshark PATH] [--jobs N] [--data DIR]
+                                              [--no-pure] [--busiest] [--tree CHECKOUT] [CAPTURE ...]
 
-Without CAPTURE arguments it uses the two shapes of ``benchmarks/make_capture.py``
-(many one-record Produce exchanges; large lz4 batches produced and fetched back)
-at two sizes each (``--scale`` 0.1 and 1), writing any that are missing with
-real clients against tansu (that needs root).
+Without CAPTURE arguments it uses the four captures of ``benchmarks/make_capture.py``
+that issue 46 sets its targets on, in ``--data`` (default benchmarks/data): one-record
+Produce exchanges on one producer connection (20,000 and 200,000 of them), and large
+lz4 batches produced and fetched back (54 MB and 537 MB), writing any that are missing
+with real clients against tansu (that needs root).
 
-Each capture is decoded ``--repeat`` times by tshark, ``kdissect --jobs 1`` and
-``kdissect --jobs N`` (default: the number of cores), the three taking turns so
-that load from other processes falls on all of them alike. Per tool it prints the
+Each capture is decoded ``--repeat`` times by tshark, ``kdissect --jobs 1``,
+``kdissect --jobs N`` (default: the number of cores) and the same code pure
+(``--no-pure`` leaves that out), taking turns so that load from other processes
+falls on all of them alike. Per tool it prints the
 median wall time, the median CPU time (user + system, of the process and its
 workers), the peak RSS of the largest single process (``wait4``), exchanges per
 second, and the ratio tshark / kdissect. The load average is printed before and
 after: on a shared machine, CPU time is the steadier figure.
+
+``--tree`` runs the ``kdissect`` of another checkout (built in place), e.g. a branch beside
+this one; the first line printed names the build.
+
+``--busiest`` adds each run's CPU seconds of the command's own process plus those of
+its busiest descendant (read from ``/proc`` every 5 ms while it runs): the parent
+starts the workers and merges after them, so with a core for each process this is
+about the wall time. On a machine whose other work takes a core, ``--jobs N`` cannot
+show in the wall time what splitting the work between processes gains; this still does.
 
 tshark: ``--tshark PATH`` or ``$TSHARK``, else Wireshark 4.4 from
 ``../shared/tools/tshark44``'s Debian 13 root when present (``$TSHARK44_ROOT``,
@@ -32,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -39,8 +52,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data"
-SHAPES = ("many-small-produce", "large-batches")
-SCALES = (("small", 0.1), ("full", 1.0))
+CAPTURES = ("one-conn-small-20k", "one-conn-small-200k", "large-batches-54mb", "large-batches-537mb")
 TSHARK44 = ROOT.parent / "shared" / "tools" / "tshark44"
 
 TSHARK_FIELDS = ("frame.time_epoch", "tcp.stream", "kafka.request_key", "kafka.request.version",
@@ -53,6 +65,7 @@ class Runs:
     wall: list[float] = field(default_factory=list)     # seconds
     cpu: list[float] = field(default_factory=list)      # user + system seconds, children included
     rss_mb: float = 0.0                                 # peak resident set of the largest process, MiB
+    busiest: list[float] = field(default_factory=list)  # CPU s of the process + its busiest descendant (--busiest)
 
     def add(self, wall: float, cpu: float, rss_mb: float) -> None:
         self.wall.append(wall)
@@ -60,12 +73,46 @@ class Runs:
         self.rss_mb = max(self.rss_mb, rss_mb)
 
 
-def measure(cmd: list[str], runs: Runs, env: dict[str, str] | None = None, stdout=subprocess.DEVNULL) -> None:
+class Busiest(threading.Thread):
+    """Polls a process tree's CPU seconds per process from /proc until stopped."""
+
+    TICK = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.seen, self.done = pid, {}, threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self.done.wait(0.005):
+            todo = [self.pid]
+            while todo:
+                p = todo.pop()
+                try:
+                    stat = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+                    self.seen[p] = (int(stat[11]) + int(stat[12])) / self.TICK    # utime + stime
+                    for task in os.listdir(f"/proc/{p}/task"):
+                        todo += map(int, Path(f"/proc/{p}/task/{task}/children").read_text().split())
+                except (OSError, IndexError, ValueError):
+                    continue            # gone between two reads
+
+    def result(self) -> float:
+        self.done.set()
+        self.join()
+        root = self.seen.pop(self.pid, 0.0)
+        return root + max(self.seen.values(), default=0.0)
+
+
+def measure(cmd: list[str], runs: Runs, env: dict[str, str] | None = None, stdout=subprocess.DEVNULL,
+            busiest: bool = False, cwd: Path | None = None) -> None:
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    poll = Busiest(proc.pid) if busiest else None
     # wait4: this child's own rusage, with its waited-for workers folded in (maxrss: the largest one).
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
+    if poll is not None:
+        runs.busiest.append(poll.result())
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
@@ -111,19 +158,15 @@ class Tshark:
         return out.splitlines()[0] if out else "?"
 
 
-def make_captures() -> list[Path]:
-    out = []
-    for label, scale in SCALES:
-        d = DATA / label
-        missing = [s for s in SHAPES if not (d / f"{s}.pcap").exists()]
-        if missing:
-            if os.geteuid() != 0:
-                sys.exit(f"{d}: captures missing ({', '.join(missing)}); writing them needs root")
-            print(f"writing {', '.join(missing)} at scale {scale} into {d} ...", file=sys.stderr, flush=True)
-            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_capture.py"), "--out", str(d),
-                            "--scale", str(scale), "--only", ",".join(missing)], check=True)
-        out += [d / f"{s}.pcap" for s in SHAPES]
-    return out
+def make_captures(data: Path) -> list[Path]:
+    missing = [c for c in CAPTURES if not (data / f"{c}.pcap").exists()]
+    if missing:
+        if os.geteuid() != 0:
+            sys.exit(f"{data}: captures missing ({', '.join(missing)}); writing them needs root")
+        print(f"writing {', '.join(missing)} into {data} ...", file=sys.stderr, flush=True)
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_capture.py"), "--out", str(data),
+                        "--only", ",".join(missing)], check=True)
+    return [data / f"{c}.pcap" for c in CAPTURES]
 
 
 def dataset_facts(outdir: Path) -> tuple[int, list[int]]:
@@ -133,27 +176,32 @@ def dataset_facts(outdir: Path) -> tuple[int, list[int]]:
     return table.num_rows, sorted({p for p in table.column("broker_port").to_pylist() if p is not None})
 
 
-def bench(capture: Path, work: Path, repeat: int, jobs: int, tshark: Tshark) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+def bench(capture: Path, work: Path, repeat: int, jobs: int, tshark: Tshark, pure: bool = True,
+          busiest: bool = False, tree: Path = ROOT) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)        # as installed: bytecode cached, not compiled per run
     out = work / f"{capture.stem}-{zlib.crc32(str(capture.resolve()).encode()):08x}-dataset"
-    kd = [sys.executable, "-m", "kdissect", "decode", str(capture), "-o", str(out), "-q"]
-    subprocess.run(kd + ["--jobs", "1"], env=env, check=True)     # warm-up: bytecode, page cache, ports
+    kd = [sys.executable, "-m", "kdissect", "decode", str(capture.resolve()), "-o", str(out), "-q"]
+    # From the tree: python -m puts the working directory first on sys.path, before PYTHONPATH.
+    subprocess.run(kd + ["--jobs", "1"], env=env, check=True, cwd=tree)    # warm-up: bytecode, page cache, ports
     exchanges, ports = dataset_facts(out)
     cmd, inside = tshark.command(capture)
     cmd = cmd + ["-n", "-r", str(inside)]
     for p in ports or [9092]:
         cmd += ["-d", f"tcp.port=={p},kafka"]
     cmd += ["-Y", "kafka", "-T", "fields"] + [a for f in TSHARK_FIELDS for a in ("-e", f)]
-    results = {"tshark": Runs(), "kdissect -j1": Runs(), f"kdissect -j{jobs}": Runs(), "pure -j1": Runs()}
+    results = {"tshark": Runs(), "kdissect -j1": Runs(), f"kdissect -j{jobs}": Runs()}
+    if pure:
+        results["pure -j1"] = Runs()
     for _ in range(repeat):
         with (work / "tshark.tsv").open("wb") as tsv:      # written out, as kdissect writes Parquet
-            measure(cmd, results["tshark"], stdout=tsv)
-        measure(kd + ["--jobs", "1"], results["kdissect -j1"], env)
+            measure(cmd, results["tshark"], stdout=tsv, busiest=busiest)
+        measure(kd + ["--jobs", "1"], results["kdissect -j1"], env, busiest=busiest, cwd=tree)
         if jobs != 1:
-            measure(kd + ["--jobs", str(jobs)], results[f"kdissect -j{jobs}"], env)
-        # The same code without its compiled modules (setup.py): what the compiled build buys.
-        measure(kd + ["--jobs", "1"], results["pure -j1"], {**env, "KDISSECT_PURE": "1"})
+            measure(kd + ["--jobs", str(jobs)], results[f"kdissect -j{jobs}"], env, busiest=busiest, cwd=tree)
+        if pure:   # the same code without its compiled modules (setup.py): what the compiled build buys
+            measure(kd + ["--jobs", "1"], results["pure -j1"], {**env, "KDISSECT_PURE": "1"}, busiest=busiest,
+                    cwd=tree)
     return {"exchanges": exchanges, "runs": results}
 
 
@@ -163,20 +211,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs per tool and capture (default 3)")
     ap.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), help="kdissect workers (default: cores)")
     ap.add_argument("--tshark", help="tshark binary (default: Wireshark 4.4 via shared/tools/tshark44, else PATH)")
+    ap.add_argument("--data", type=Path, default=DATA, help="where the default captures are (default benchmarks/data)")
+    ap.add_argument("--no-pure", action="store_true", help="leave out the pure-Python run")
+    ap.add_argument("--busiest", action="store_true",
+                    help="also the CPU seconds of each run's process plus its busiest worker (polls /proc)")
+    ap.add_argument("--tree", type=Path, default=ROOT, help="checkout whose kdissect runs (default: this one)")
     args = ap.parse_args(argv)
 
-    captures = args.captures or make_captures()
+    captures = args.captures or make_captures(args.data)
     tshark = Tshark(args.tshark)
-    build = subprocess.run([sys.executable, "-m", "kdissect", "--version"], capture_output=True, text=True, cwd=ROOT)
+    tree = args.tree.resolve()
+    build = subprocess.run([sys.executable, "-m", "kdissect", "--version"], capture_output=True, text=True, cwd=tree,
+                           env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                               filter(None, [str(tree), os.environ.get("PYTHONPATH")]))})
     print(f"{build.stdout.strip()}; {tshark.version()}; {os.cpu_count()} CPUs; median of {args.repeat} alternating runs; "
           "RSS: the largest single process", flush=True)
     print(f"{'capture':<34} {'MB':>6} {'exchanges':>9}  {'tool':<12} {'wall s':>7} {'cpu s':>7} {'RSS MB':>7} "
-          f"{'exch/s':>8} {'exch/cpu-s':>10} {'tshark/this':>11}  load", flush=True)
+          f"{'exch/s':>8} {'exch/cpu-s':>10} {'tshark/this':>11}  load"
+          + ("  path s, tshark/this by it" if args.busiest else ""), flush=True)
     try:
         with tempfile.TemporaryDirectory(prefix="kd-bench-") as tmp:
             for cap in captures:
                 load = os.getloadavg()[0]
-                report(cap, bench(cap, Path(tmp), args.repeat, args.jobs, tshark), load)
+                report(cap, bench(cap, Path(tmp), args.repeat, args.jobs, tshark, not args.no_pure, args.busiest,
+                                  tree), load)
     finally:
         tshark.cleanup()
     return 0
@@ -188,12 +246,17 @@ def report(cap: Path, r: dict, load_before: float) -> None:
     mb = cap.stat().st_size / 1e6
     n = r["exchanges"]
     tw = statistics.median(r["runs"]["tshark"].wall)
+    tb = statistics.median(r["runs"]["tshark"].busiest or [0.0])
     for i, (tool, runs) in enumerate(r["runs"].items()):
         wall, cpu = statistics.median(runs.wall), statistics.median(runs.cpu)
         head = f"{cap.parent.name + '/' + cap.name:<34} {mb:>6.0f} {n:>9,}" if i == 0 else " " * 51
         ratio = "" if tool == "tshark" else f"{tw / wall:.2f}x"
+        busiest = ""
+        if runs.busiest:
+            b = statistics.median(runs.busiest)
+            busiest = f"{b:>7.2f} {'' if tool == 'tshark' else f'{tb / b:.2f}x' if b else '?':>6}"
         print(f"{head}  {tool:<12} {wall:>7.2f} {cpu:>7.2f} {runs.rss_mb:>7.0f} {n / wall:>8,.0f} "
-              f"{n / cpu:>10,.0f} {ratio:>11}  {load if i == 0 else ''}", flush=True)
+              f"{n / cpu:>10,.0f} {ratio:>11}  {load if i == 0 else '':<9} {busiest}".rstrip(), flush=True)
 
 
 if __name__ == "__main__":

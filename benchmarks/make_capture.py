@@ -2,14 +2,28 @@
 """Write LARGE real Kafka captures for benchmarks (not committed).
 
     sudo python benchmarks/make_capture.py [--out benchmarks/data] [--scale 1.0]
-                                           [--only many-small-produce,large-batches]
-                                           [--broker tansu|mock]
+                                           [--only NAME,...] [--broker tansu|mock]
+                                           [--producers N] [--value-bytes B]
 
 many-small-produce.pcap  ~200k Produce requests of one small record each
                          (librdkafka linger.ms=0, batch.num.messages=1, acks=1),
                          several producer processes in parallel; ~150 MB at scale 1.
 large-batches.pcap       lz4 batches of 64 KB+ (linger.ms=50), then the same data
                          fetched back by a consumer; ~200 MB at scale 1.
+
+Fixed-size shapes (--scale multiplies them too; the names say their size at 1):
+
+one-conn-small-20k.pcap  20,000 one-record Produce exchanges on ONE producer
+one-conn-small-200k.pcap connection (one librdkafka producer, the same settings,
+                         a 40-byte value; its bootstrap connection carries a few
+                         more): ~7.5 MB and ~74 MB. A capture that cannot be
+                         split by connection.
+large-batches-54mb.pcap  large-batches at 0.27 and 2.68 of its size: ~54 MB
+large-batches-537mb.pcap (~75 exchanges) and ~537 MB (~565: Produce requests of
+                         0.35-0.5 MB, Fetch responses of ~5.6 MB).
+
+The default (no --only) writes many-small-produce and large-batches.
+--producers and --value-bytes override a shape's producer count and value size.
 
 Same technique as samples/record.py: a netns whose lo has MTU 1500 and no
 GSO (so every frame is <= 1514 bytes), tcpdump on it, broker and clients
@@ -26,6 +40,7 @@ import subprocess
 import sys
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,9 +54,29 @@ TANSU_PORT = 9092
 SMALL_REQUESTS = 200_000
 SMALL_VALUE = 400          # bytes; ~750 B of frames per request/response pair
 SMALL_PRODUCERS = 4
+ONE_CONN_VALUE = 40        # bytes; ~380 B of frames per request/response pair
 LARGE_RECORDS = 90_000
 LARGE_VALUE = 2048         # half random, half text: lz4 gets ~50%, batches stay 64 KB+
 LARGE_PRODUCERS = 2
+
+
+@dataclass(frozen=True)
+class Shape:
+    kind: str              # "small": one-record Produce requests; "large": lz4 batches, fetched back
+    records: int           # at --scale 1
+    producers: int
+    value: int             # bytes per record value (large: half random, half text)
+
+
+SHAPES = {
+    "many-small-produce": Shape("small", SMALL_REQUESTS, SMALL_PRODUCERS, SMALL_VALUE),
+    "large-batches": Shape("large", LARGE_RECORDS, LARGE_PRODUCERS, LARGE_VALUE),
+    "one-conn-small-20k": Shape("small", 20_000, 1, ONE_CONN_VALUE),
+    "one-conn-small-200k": Shape("small", 200_000, 1, ONE_CONN_VALUE),
+    "large-batches-54mb": Shape("large", round(LARGE_RECORDS * 0.27), LARGE_PRODUCERS, LARGE_VALUE),
+    "large-batches-537mb": Shape("large", round(LARGE_RECORDS * 2.68), LARGE_PRODUCERS, LARGE_VALUE),
+}
+DEFAULT_SHAPES = ("many-small-produce", "large-batches")
 
 
 # --------------------------------------------------------------------------
@@ -79,18 +114,18 @@ def _produce(bootstrap: str, cid: str, topic: str, partition: int, count: int, v
     return stats
 
 
-def worker_small(bootstrap: str, index: int, count: int) -> dict:
-    fixed = random.Random(index).randbytes(SMALL_VALUE // 2).hex().encode()[:SMALL_VALUE]
+def worker_small(bootstrap: str, index: int, count: int, size: int) -> dict:
+    fixed = random.Random(index).randbytes((size + 1) // 2).hex().encode()[:size]
     # One partition per producer: every request then carries exactly one record.
     return _produce(bootstrap, f"kd-bench-small-{index}", "bench-small", index, count, lambda i: fixed,
                     {"linger.ms": 0, "batch.num.messages": 1, "acks": 1,
                      "queue.buffering.max.messages": 50_000})
 
 
-def worker_large_produce(bootstrap: str, index: int, count: int) -> dict:
+def worker_large_produce(bootstrap: str, index: int, count: int, size: int) -> dict:
     # Fresh random half per record: identical values would let lz4 shrink a batch to nothing.
     rnd = random.Random(index)
-    half = LARGE_VALUE // 2
+    half = size // 2
     text = (b"kafka-dissect benchmark payload " * (half // 32 + 1))[:half]
     return _produce(bootstrap, f"kd-bench-large-{index}", "bench-large", index, count,
                     lambda i: rnd.randbytes(half) + text,
@@ -156,7 +191,7 @@ def split(total: int, n: int) -> list[int]:
     return [total // n + (1 if i < total % n else 0) for i in range(n)]
 
 
-def make(name: str, out_dir: Path, scale: float, broker: str) -> None:
+def make(name: str, shape: Shape, out_dir: Path, scale: float, broker: str) -> None:
     pcap = out_dir / f"{name}.pcap"
     t0 = time.monotonic()
     with ExitStack() as stack:
@@ -170,17 +205,19 @@ def make(name: str, out_dir: Path, scale: float, broker: str) -> None:
             stack.callback(host.wait)
             stack.callback(host.stdin.close)
         stack.enter_context(tcpdump(pcap, ns=ns))
-        if name == "many-small-produce":
-            counts = split(max(1, int(SMALL_REQUESTS * scale)), SMALL_PRODUCERS)
-            results = run_workers(ns, [["small", bs, str(i), str(n)] for i, n in enumerate(counts)])
+        counts = split(max(1, int(shape.records * scale)), shape.producers)
+        if shape.kind == "small":
+            results = run_workers(ns, [["small", bs, str(i), str(n), str(shape.value)]
+                                       for i, n in enumerate(counts)])
         else:
-            counts = split(max(1, int(LARGE_RECORDS * scale)), LARGE_PRODUCERS)
-            results = run_workers(ns, [["large-produce", bs, str(i), str(n)] for i, n in enumerate(counts)])
+            results = run_workers(ns, [["large-produce", bs, str(i), str(n), str(shape.value)]
+                                       for i, n in enumerate(counts)])
             delivered = sum(r["delivered"] for r in results)
-            results += run_workers(ns, [["large-consume", bs, str(LARGE_PRODUCERS), str(delivered)]])
+            results += run_workers(ns, [["large-consume", bs, str(shape.producers), str(delivered)]])
     secs = time.monotonic() - t0
     size = pcap.stat().st_size
     summary = {"capture": pcap.name, "broker": broker, "bootstrap": bs, "scale": scale,
+               "producers": shape.producers, "value_bytes": shape.value,
                "seconds": round(secs, 1), "bytes": size, "clients": results}
     (out_dir / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(f"{name}: {size / 1e6:.1f} MB in {secs:.1f}s ({broker}); "
@@ -192,8 +229,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "data"))
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies record counts (0.05 = quick test)")
-    ap.add_argument("--only", help="comma-separated: many-small-produce,large-batches")
+    ap.add_argument("--only", help="comma-separated names: " + ",".join(SHAPES))
     ap.add_argument("--broker", choices=["tansu", "mock"], default="tansu")
+    ap.add_argument("--producers", type=int, help="producer connections (default: the shape's)")
+    ap.add_argument("--value-bytes", type=int, help="bytes per record value (default: the shape's)")
     ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -203,17 +242,23 @@ def main() -> None:
             return
         fn = {"small": worker_small, "large-produce": worker_large_produce,
               "large-consume": worker_large_consume}[kind]
-        print(json.dumps(fn(rest[0], int(rest[1]), int(rest[2]))), flush=True)
+        print(json.dumps(fn(rest[0], *map(int, rest[1:]))), flush=True)
         return
     if os.geteuid() != 0:
         sys.exit("needs root (ip netns, tcpdump)")
-    names = args.only.split(",") if args.only else ["many-small-produce", "large-batches"]
+    names = args.only.split(",") if args.only else list(DEFAULT_SHAPES)
+    unknown = [n for n in names if n not in SHAPES]
+    if unknown:
+        sys.exit(f"unknown capture {', '.join(unknown)}; known: {', '.join(SHAPES)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for name in names:
-        if name not in ("many-small-produce", "large-batches"):
-            sys.exit(f"unknown capture {name}")
-        make(name, out, args.scale, args.broker)
+        shape = SHAPES[name]
+        if args.producers:
+            shape = replace(shape, producers=args.producers)
+        if args.value_bytes:
+            shape = replace(shape, value=args.value_bytes)
+        make(name, shape, out, args.scale, args.broker)
 
 
 if __name__ == "__main__":
