@@ -19,13 +19,13 @@ how its first packets spread over connections.
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from capture import CaptureError, open_capture
 from capture.pcapfile import MAGICS
@@ -98,9 +98,9 @@ def survey(capture: Sequence[Path], every: int = 64, walk: int = 128 << 20) -> S
     :func:`~kdissect.run.shares.estimate_packets` and :func:`connection_loads` guess from the first packets.
     Exact counts balance ranges (a guess from the first packets can be a fifth off: a producer's first
     requests travel alone, later ones several to a packet); a sample of the whole capture sees the
-    connections that start late (a consumer after its producers). Past ``walk`` bytes (each header read
-    costs a page of the file), the rest of the packets are estimated from the bytes per packet so far."""
-    total = 0
+    connections that start late (a consumer after its producers). Past ``walk`` bytes in all, the rest
+    of the packets are estimated from the bytes per packet so far."""
+    total = walked_packets = walked_bytes = 0
     loads: dict[bytes, int] = {}
     for path in capture:
         try:
@@ -113,24 +113,51 @@ def survey(capture: Sequence[Path], every: int = 64, walk: int = 128 << 20) -> S
                 size = os.fstat(f.fileno()).st_size
                 u32 = struct.Struct(order + "I").unpack_from
                 parse = parser_for(u32(head, 20)[0] & 0xFFFF)
-                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                    pos, n = 24, 0
-                    end = min(size, walk)
-                    while pos + hlen <= end:
-                        caplen = u32(mm, pos + 8)[0]
-                        if not n % every and parse is not None and pos + hlen + caplen <= size:
-                            _add_load(loads, parse(mm[pos + hlen:pos + hlen + caplen], u32(mm, pos + 12)[0]))
-                        pos += hlen + caplen
-                        n += 1
-                    if end < size and pos < size:
-                        n = n * (size - 24) // (pos - 24)       # the rest estimated
-                    elif pos != size:
-                        return None             # damaged or cut: the readers' own accounting differs
+                n, pos = _walk(f, size, min(size, walk), hlen, u32, parse, every, loads)
+                walked_packets += n
+                walked_bytes += pos - 24
+                if min(size, walk) < size and pos < size:
+                    # The rest estimated, from the bytes per packet walked so far (in earlier files of a
+                    # rotated capture too, when the walk ended before this one).
+                    n += (size - pos) * walked_packets // max(walked_bytes, 1)
+                elif pos != size:
+                    return None             # damaged or cut: the readers' own accounting differs
                 walk -= min(walk, size)
-        except (OSError, ValueError):
+        except (OSError, ValueError, struct.error):
             return None
         total += n
     return Survey(total, loads)
+
+
+# The walk reads the file in chunks of this size: a memory map of it would count every page it touched
+# in the process's resident memory (100 MB more at the peak of a 537 MB capture).
+_CHUNK = 4 << 20
+# Larger captured lengths are skipped, not parsed: no link type's frames come near it.
+_MAX_PARSED = 1 << 20
+
+
+def _walk(f: BinaryIO, size: int, end: int, hlen: int, u32: Callable, parse: Callable | None, every: int,
+          loads: dict[bytes, int]) -> tuple[int, int]:
+    """Walk the records from offset 24 to ``end``: (records whose header starts before it, where the walk
+    stopped), every ``every``-th record parsed into ``loads``."""
+    pos, n = 24, 0
+    base, buf = 24, b""
+    while pos + hlen <= end:
+        at = pos - base
+        if at + hlen > len(buf):
+            f.seek(pos)
+            base, buf, at = pos, f.read(_CHUNK), 0
+            if len(buf) < hlen:
+                break
+        caplen = u32(buf, at + 8)[0]
+        if not n % every and parse is not None and pos + hlen + caplen <= size and caplen <= _MAX_PARSED:
+            if at + hlen + caplen > len(buf):
+                f.seek(pos)
+                base, buf, at = pos, f.read(max(_CHUNK, hlen + caplen)), 0
+            _add_load(loads, parse(buf[at + hlen:at + hlen + caplen], u32(buf, at + 12)[0]))
+        pos += hlen + caplen
+        n += 1
+    return n, pos
 
 
 def _add_load(loads: dict[bytes, int], seg: object) -> None:

@@ -305,3 +305,14 @@ def test_compiled_ranges_give_the_rows_of_one_pure_process(tmp_path: Path) -> No
         stem = Path(pcap).stem
         assert ordered_rows(tmp_path / "compiled" / stem) == ordered_rows(tmp_path / "pure" / stem)
         assert len(list((tmp_path / "compiled" / stem / "exchanges").glob("*of3.parquet"))) == 3
+
+
+def test_survey_counts_every_packet_and_estimates_past_its_walk() -> None:
+    """Exact within the walk; past it, files of a rotated capture the walk never reached are estimated
+    from the bytes per packet walked before (not counted as empty)."""
+    pcap = REPO / "samples" / "group-rebalance.pcap"
+    packets = sum(1 for _ in open_capture(pcap))
+    assert survey([pcap]).packets == packets
+    size = pcap.stat().st_size
+    estimated = survey([pcap, pcap, pcap], walk=size // 2).packets
+    assert 2.5 * packets < estimated < 3.5 * packets
