@@ -490,7 +490,9 @@ def render(results: Results, *, title: str = DEFAULT_TITLE) -> str:
                         "(or fetch position), the largest first; partitions at lag 0 are counted, not drawn."),
         p.table("consumer_lag"))
     shares = ("share_deliveries", "share_groups", "share_in_flight", "share_session_errors")
-    if any(p.rows(name) for name in shares):
+    # Shown when a share finding links here even if its tables came back empty (a table left out by --only).
+    if any(p.rows(name) for name in shares) or any(str(f.get("finding", "")).startswith("share.")
+                                                   for f in p.rows("findings")):
         p.section("shares", "Share groups",
                   "KIP-932 share groups, as their members' heartbeats, ShareFetch and ShareAcknowledge showed "
                   "them: records acquired (the acquired ranges of ShareFetch answers) and acknowledged as "
