@@ -275,6 +275,24 @@ SHARE_APIS = (frames.SHARE_GROUP_HEARTBEAT, frames.SHARE_FETCH, frames.SHARE_ACK
 ACK_TYPES = {1: "ACCEPT", 2: "RELEASE", 3: "REJECT"}
 SHARE_SESSION_ERRORS = ("SHARE_SESSION_NOT_FOUND", "INVALID_SHARE_SESSION_EPOCH", "SHARE_SESSION_LIMIT_REACHED")
 SHARE_KEYS = ["group_id", "topic", "partition"]
+# A range is counted when 0 <= first <= last < 2^62 and it spans fewer than 2^31 offsets (a ShareFetch
+# answer holds at most max_bytes, an int32, of records): offsets past that are no Kafka offsets, and
+# their arithmetic would overflow Spark's longs (an error under ANSI, not a wrong count).
+MAX_SHARE_OFFSET, MAX_SHARE_RANGE = 1 << 62, 1 << 31
+# Record by record (lock expiry, in-flight runs), the first this many offsets of a range are followed:
+# real ranges are max.poll.records long (500 by default); a forged one must not become billions of rows.
+MAX_SHARE_RECORDS_FOLLOWED = 1 << 16
+
+
+def _credible(first: Column, last: Column) -> Column:
+    # CASE WHEN: the subtraction is evaluated only once the bounds hold (conjuncts may be reordered).
+    return F.when((first >= 0) & (last >= first) & (last < MAX_SHARE_OFFSET),
+                  last - first < MAX_SHARE_RANGE).otherwise(False)
+
+
+def _followed(first: Column, last: Column) -> Column:
+    """The offsets of a range followed record by record."""
+    return F.sequence(first, F.least(last, first + (MAX_SHARE_RECORDS_FOLLOWED - 1)))
 
 
 def _topic_of_id(partitions: DataFrame) -> DataFrame:
@@ -299,7 +317,7 @@ def share_acquisitions(exchanges: DataFrame, partitions: DataFrame) -> DataFrame
                   F.col("share_lock_timeout_ms").alias("lock_timeout_ms"), F.explode("share_responses").alias("t"))
           .select("*", F.col("t.topic_id").alias("topic_id"), F.explode("t.partitions").alias("p"))
           .select("*", F.col("p.partition_index").alias("partition"), F.explode("p.acquired_records").alias("a"))
-          .where(F.col("a.last_offset") >= F.col("a.first_offset")))
+          .where(_credible(F.col("a.first_offset"), F.col("a.last_offset"))))
     return (ex.join(_topic_of_id(partitions), "topic_id", "left")
             .select(*frames.KEYS, "group_id", "member_id", "client_id", "broker",
                     F.coalesce("topic", "topic_id").alias("topic"), "partition",
@@ -322,7 +340,8 @@ def share_acknowledgements(exchanges: DataFrame, partitions: DataFrame) -> DataF
                        F.col("request_ts").alias("ts"), F.explode("share_acks").alias("t"))
                .select("*", F.col("t.topic_id").alias("topic_id"), F.explode("t.partitions").alias("p"))
                .select("*", F.col("p.partition_index").alias("partition"),
-                       F.explode("p.acknowledgement_batches").alias("b")))
+                       F.explode("p.acknowledgement_batches").alias("b"))
+               .where(_credible(F.col("b.first_offset"), F.col("b.last_offset"))))
     first, types = F.col("b.first_offset"), F.col("b.acknowledge_types")
     runs = F.when(F.size(types) == 1, F.array(F.struct(first.alias("o"), F.col("b.last_offset").alias("l"),
                                                        types[0].alias("k"))))\
@@ -389,14 +408,14 @@ def share_record_deliveries(exchanges: DataFrame, partitions: DataFrame) -> Data
     acq = (share_acquisitions(exchanges, partitions)
            .select("capture", *SHARE_KEYS, "client_id", "member_id", "delivery_count", "lock_timeout_ms",
                    F.col("ts").alias("acquired_ts"),
-                   F.explode(F.sequence("first_offset", "last_offset")).alias("offset")))
+                   F.explode(_followed(F.col("first_offset"), F.col("last_offset"))).alias("offset")))
     after = Window.partitionBy(*SHARE_KEYS, "offset").orderBy("acquired_ts", "delivery_count")
     acq = (acq.withColumn("next_ts", F.lead("acquired_ts").over(after))
            .withColumn("next_client_id", F.lead("client_id").over(after))
            .withColumn("next_delivery_count", F.lead("delivery_count").over(after)))
     acks = (share_acknowledgements(exchanges, partitions)
             .select(*SHARE_KEYS, "member_id", "ack_type", F.col("ts").alias("ack_ts"),
-                    F.explode(F.sequence("first_offset", "last_offset")).alias("offset")))
+                    F.explode(_followed(F.col("first_offset"), F.col("last_offset"))).alias("offset")))
     mine = ([F.col(f"d.{k}").eqNullSafe(F.col(f"k.{k}")) for k in [*SHARE_KEYS, "offset", "member_id"]]
             + [F.col("k.ack_ts") >= F.col("d.acquired_ts"),
                F.col("d.next_ts").isNull() | (F.col("k.ack_ts") < F.col("d.next_ts"))])

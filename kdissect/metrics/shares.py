@@ -28,6 +28,7 @@ SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
 SHARE_APIS = frozenset({SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE})
 ACK_TYPES = {1: "accept", 2: "release", 3: "reject"}
 LEAVE = -1
+MAX_OFFSET, MAX_RANGE = 1 << 62, 1 << 31    # analysis.derived's MAX_SHARE_OFFSET, MAX_SHARE_RANGE
 
 _P_TOPIC = COLUMNS["partitions"].index("topic")
 _P_TOPIC_ID = COLUMNS["partitions"].index("topic_id")
@@ -64,14 +65,15 @@ class ShareFold:
         names: dict | None = None
         for tid, b in _entries(request.get("topics"), "acknowledgement_batches"):
             first, last, types = b.get("first_offset"), b.get("last_offset"), b.get("acknowledge_types")
-            if type(first) is not int or type(types) is not list or not types:
+            if type(first) is not int or type(last) is not int or type(types) is not list or not types \
+                    or not _credible(first, last):
                 continue
             if names is None:
                 names = _names(pa, p0, p1)
             topic = _topic(names, tid)
             if len(types) == 1:
                 kind = ACK_TYPES.get(types[0])
-                if kind is not None and type(last) is int and last >= first:
+                if kind is not None:
                     self._ack((group, topic, client, kind), last - first + 1)
                 continue
             per_type: dict[str, int] = {}     # one type per offset: summed before they are counted
@@ -85,7 +87,7 @@ class ShareFold:
             return
         for tid, a in _entries(response.get("responses"), "acquired_records"):
             first, last = a.get("first_offset"), a.get("last_offset")
-            if type(first) is not int or type(last) is not int or last < first:
+            if type(first) is not int or type(last) is not int or not _credible(first, last):
                 continue
             if names is None:
                 names = _names(pa, p0, p1)
@@ -139,6 +141,12 @@ class ShareFold:
     def group_members(self) -> dict[tuple, int]:
         """(group,) -> members seen heartbeating and not leaving."""
         return {(g,): sum(not left for left in list(m.values())) for g, m in list(self.members.items())}
+
+
+def _credible(first: int, last: int) -> bool:
+    """A range the share tables count (analysis.derived's rule): 0 <= first <= last < 2^62, fewer than
+    2^31 offsets; beyond that no Kafka offsets, only forged ones."""
+    return 0 <= first <= last < MAX_OFFSET and last - first < MAX_RANGE
 
 
 def _entries(topics: Any, field: str) -> Iterator[tuple[Any, dict]]:

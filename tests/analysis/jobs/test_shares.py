@@ -159,3 +159,23 @@ def test_unacknowledged_records_in_flight_released_or_expired(spark):
                   for r in derived.share_unacknowledged(ex, table(spark, "partitions", [])).collect())
     assert rows == [("c1", 2, 3, "released", "c2"), ("c1", 4, 4, "lock_expired", "c2"),
                     ("c2", 2, 3, "in_flight", None), ("c2", 4, 4, "in_flight", None)]
+
+
+def test_forged_ranges_are_not_counted_and_long_ones_are_followed_only_so_far(spark):
+    """Offsets no broker hands out (negative, past 2^62, a range of 2^40) count nothing and cannot
+    overflow a sum or become a trillion rows; a long real-looking range counts whole in the deliveries
+    but is followed record by record only for its first MAX_SHARE_RECORDS_FOLLOWED offsets."""
+    top = (1 << 63) - 1
+    ex = table(spark, "exchanges", [
+        _fetch(1, 0.0, "c1", "m1", [(-5, 3, 1), (0, top, 1), (1 << 40, (1 << 41), 1), (top - 1, top, 1)]),
+        _fetch(2, 0.1, "c1", "m1", [(10, 199_999, 1)]),
+        _ack(3, 0.2, [{"first_offset": -1, "last_offset": top, "acknowledge_types": [1]},
+                      {"first_offset": top - 2, "last_offset": top, "acknowledge_types": [1, 2, 3]},
+                      {"first_offset": 10, "last_offset": 11, "acknowledge_types": [3]}], client="c1", member="m1"),
+    ])
+    parts = table(spark, "partitions", [])
+    [d] = derived.share_deliveries(ex, parts).collect()
+    assert (d["acquired"], d["accepted"], d["released"], d["rejected"]) == (199_990, 0, 0, 2)
+    [run] = derived.share_unacknowledged(ex, parts).collect()
+    assert (run["first_offset"], run["last_offset"], run["state"]) == (12, 10 + derived.MAX_SHARE_RECORDS_FOLLOWED - 1,
+                                                                        "in_flight")

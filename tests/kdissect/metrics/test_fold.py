@@ -187,6 +187,27 @@ def test_share_bodies_no_peer_sends_count_nothing_and_state_stays_bounded() -> N
     assert shares.members == {"g": {"m1": True, "m2": False}} and shares.group_members() == {("g",): 1}
 
 
+
+def test_forged_share_ranges_count_nothing_as_in_the_share_tables() -> None:
+    """Offsets no broker hands out (negative, past 2^62, a range of 2^40 offsets) are left out by the
+    fold as by analysis.derived (tests/analysis/jobs/test_shares.py holds the tables to the same)."""
+    from kdissect.dataset.tables import COLUMNS
+    from kdissect.metrics.shares import SHARE_ACKNOWLEDGE, SHARE_FETCH, ShareFold
+    shares = ShareFold(MetricsFold(), max_state=100)
+    pa = [[] for _ in COLUMNS["partitions"]]
+    top = (1 << 63) - 1
+    acquired = [(-5, 3), (0, top), (1 << 40, 1 << 41), (top - 1, top), (10, 199_999)]
+    response = {"responses": [{"topic_id": "T", "partitions": [{"partition_index": 0, "acquired_records": [
+        {"first_offset": f, "last_offset": last, "delivery_count": 1} for f, last in acquired]}]}]}
+    shares.exchange(SHARE_FETCH, "c", {"group_id": "g", "topics": []}, response, pa, 0, 0)
+    acks = {"group_id": "g", "topics": [{"topic_id": "T", "partitions": [{"acknowledgement_batches": [
+        {"first_offset": -1, "last_offset": top, "acknowledge_types": [1]},
+        {"first_offset": top - 2, "last_offset": top, "acknowledge_types": [1, 2, 3]},
+        {"first_offset": 10, "last_offset": 11, "acknowledge_types": [3]}]}]}]}
+    shares.exchange(SHARE_ACKNOWLEDGE, "c", acks, None, pa, 0, 0)
+    assert shares.acquired_records() == {("g", "T", "c"): 199_990}
+    assert shares.acknowledged == {("g", "T", "c", "reject"): 2}
+
 def test_lag_follows_the_consumer_lag_rule(folded) -> None:
     """Group lag = high watermark - committed offset (else fetch position), never below 0."""
     fold, _, _ = folded
