@@ -60,7 +60,7 @@ HOT_MODULES = [
 ]
 
 # The C helpers, with their pure twins beside them (hotpath/_speedups_pure.py).
-C_MODULES = ["hotpath/_speedups.pyx"]
+C_MODULES = ["hotpath/_speedups.pyx", "hotpath/_cells.pyx"]
 
 # Python semantics exactly: annotations are not C types (a Counter stays a valid dict argument),
 # and nothing that changes arithmetic or indexing is switched on.

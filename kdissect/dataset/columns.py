@@ -25,6 +25,10 @@ from typing import TYPE_CHECKING, Any
 # row group (reserve_list), which spares a list grown by appends its dozens of reallocations and
 # copies on the way to 20,000 cells, ~4k instructions an exchange. As Python, clear() (hotpath.speedups).
 from hotpath.speedups import clear_keeping_capacity
+# Compiled, the exchanges, partitions and anomalies tables' buffers are typed (hotpath/_cells.pyx): taken,
+# they are Packed cells, Arrow's buffers but for a copy. As Python, they are lists, and Packed is None.
+from hotpath.cells import Packed, new_cells
+from kdissect.dataset.tables import SPEC
 
 if TYPE_CHECKING:
     import numpy as np
@@ -81,16 +85,35 @@ class TextColumn:
         return data, ends, valid
 
 
-Buffer = list | TextColumn
+Buffer = Any      # a list, a TextColumn, or typed cells (hotpath.cells)
+
+
+TEXT_COLUMNS = {("exchanges", "request"), ("exchanges", "response"),     # JSON bodies: see TextColumn
+                ("records", "key_decoded"), ("records", "value_decoded")}
+# The tables whose buffers are typed cells (hotpath.cells) where kdissect runs compiled, by column type;
+# the records table's builders (record_rows, payload_columns) append to lists.
+_TYPED = ("exchanges", "partitions", "anomalies")
+_CELLS = {"int8": "int", "int16": "int", "int32": "int", "int64": "int", "ts": "int", "float64": "float",
+          "bool": "bool", "string": "text"}
+
+
+def new_buffers(table: str) -> list[Buffer]:
+    """Empty column buffers for ``table``, in its schema's order: what row builders append to."""
+    typed = table in _TYPED
+    return [TextColumn() if (table, name) in TEXT_COLUMNS else new_cells(_CELLS[kind] if typed else "")
+            for name, kind, _ in SPEC[table]]
 
 
 def take(col: Buffer, k: int) -> Any:
     """The first ``k`` cells of a column buffer, removed from it (the buffer object itself stays)."""
-    if isinstance(col, TextColumn):
+    if not isinstance(col, list):       # TextColumn, typed cells
         return col.take(k)
     if k == len(col):
         values = col[:]
-        clear_keeping_capacity(col)
+        if type(col) is list:
+            clear_keeping_capacity(col)
+        else:               # hotpath.cells.ListCells, where kdissect runs as Python
+            col.clear()
     else:
         values = col[:k]
         del col[:k]
@@ -447,11 +470,29 @@ def _repeated(value: Any, n: int, type_: pa.DataType) -> pa.Array:
     return pa.array([value] * n, type=type_)
 
 
+def _packed(cells: Any, type_: pa.DataType) -> pa.Array:
+    """Typed cells (:data:`Packed`) as an array of ``type_``: their buffers as they are, the ints narrowed to
+    the column's width."""
+    import pyarrow as pa
+    n, kind = cells.n, cells.kind
+    valid = pa.py_buffer(cells.valid) if cells.valid is not None else None
+    if kind == "text":
+        return pa.Array.from_buffers(type_, n, [valid, pa.py_buffer(cells.offsets), pa.py_buffer(cells.data)])
+    data = cells.data
+    if kind == "int" and pa.types.is_integer(type_) and type_.bit_width != 64:
+        data = cells.narrowed(type_.bit_width >> 3)
+        if data is None:
+            raise pa.ArrowInvalid(f"a value does not fit {type_}")      # as pa.array refuses it
+    return pa.Array.from_buffers(type_, n, [valid, pa.py_buffer(data)])
+
+
 def to_arrow(values: Any, type_: pa.DataType) -> pa.Array:
     """Cells taken from a column buffer (:func:`take`) as an Arrow array of ``type_``."""
     import pyarrow as pa
     if isinstance(values, tuple):
         return _text(values, type_)
+    if Packed is not None and type(values) is Packed:
+        return _packed(values, type_)
     n = len(values)
     # Many columns hold one value throughout a row group (the capture, a plaintext connection's
     # TLS columns, the topic of a single-topic producer): counting is a C loop over the list, a

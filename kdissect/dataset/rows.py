@@ -35,6 +35,7 @@ from dissector.v07.views import partition_rows as v07_partition_rows
 from dissector.views import _OFFSET_FIELDS, PartitionRow, partition_rows, topic_paths
 
 from kdissect.dataset.bodies import body_bytes
+from kdissect.dataset.columns import new_buffers
 from kdissect.dataset.failures import exchange_name, failure_text, raised
 from kdissect.dataset.record_rows import RecordRows
 from kdissect.dataset.tables import COLUMNS
@@ -215,53 +216,53 @@ class RowBuilder:
         else:
             cid, cip, cport, bip, bport = conn.id, conn.client_ip, conn.client_port, conn.broker_ip, conn.broker_port
             tls = getattr(conn, "tls", None)
-        capture.append(self.capture)
-        connection.append(cid)
-        client_ip.append(cip)
-        client_port.append(cport)
-        broker_ip.append(bip)
-        broker_port.append(bport)
+        capture.add(self.capture)
+        connection.add(cid)
+        client_ip.add(cip)
+        client_port.add(cport)
+        broker_ip.add(bip)
+        broker_port.add(bport)
         if tls is not None:
-            tls_version.append(tls.version)
-            tls_cipher.append(tls.cipher)
-            tls_sni.append(tls.sni)
+            tls_version.add(tls.version)
+            tls_cipher.add(tls.cipher)
+            tls_sni.add(tls.sni)
         else:
-            tls_version.append(None)
-            tls_cipher.append(None)
-            tls_sni.append(None)
-        a_key.append(api_key)
-        a_name.append(name)
-        a_version.append(version)
-        a_protocol.append(protocol)
-        a_corr.append(corr)
+            tls_version.add(None)
+            tls_cipher.add(None)
+            tls_sni.add(None)
+        a_key.add(api_key)
+        a_name.add(name)
+        a_version.add(version)
+        a_protocol.add(protocol)
+        a_corr.add(corr)
         if req is not None:
             req_ts = req.first_ts // 1000
-            client_id.append(req.client_id)
-            request_ts.append(req_ts)
-            request_bytes.append(req.size)
+            client_id.add(req.client_id)
+            request_ts.add(req_ts)
+            request_bytes.add(req.size)
         else:
-            client_id.append(None)
-            request_ts.append(None)
-            request_bytes.append(None)
+            client_id.add(None)
+            request_ts.add(None)
+            request_bytes.add(None)
         if resp is not None:
             resp_ts = resp.first_ts // 1000
-            response_ts.append(resp_ts)
-            response_bytes.append(resp.size)
-            latency_ms.append(None if req is None else (resp.first_ts - req.last_ts) / 1e6)
-            inferred.append(bool(resp.inferred))
+            response_ts.add(resp_ts)
+            response_bytes.add(resp.size)
+            latency_ms.add(None if req is None else (resp.first_ts - req.last_ts) / 1e6)
+            inferred.add(bool(resp.inferred))
         else:
-            response_ts.append(None)
-            response_bytes.append(None)
-            latency_ms.append(None)
-            inferred.append(False)
-        error_code.append(code)
-        error_name_.append(ename)
-        throttle.append(throttle_ms)
-        status.append(st)
+            response_ts.add(None)
+            response_bytes.add(None)
+            latency_ms.add(None)
+            inferred.add(False)
+        error_code.add(code)
+        error_name_.add(ename)
+        throttle.add(throttle_ms)
+        status.add(st)
         if (req is not None and req.failure is not None) or (resp is not None and resp.failure is not None):
-            decode_error.append(failure_text(ex))
+            decode_error.add(failure_text(ex))
         else:
-            decode_error.append(None)
+            decode_error.add(None)
         request.append(req_json)
         response.append(resp_json)
         # The api name, connection id and times are the exchange's own: worked out once, above.
@@ -307,7 +308,7 @@ class RowBuilder:
             if self._unresolved is not None and self._position is not None:
                 self._unresolved.forget(table, self._position(table) + n)
             for col in cols:
-                if type(col) is list:
+                if isinstance(col, list):
                     del col[n:]
                 else:
                     col.truncate(n)
@@ -368,21 +369,21 @@ class RowBuilder:
                     for index in topic.get(list_field) or ():
                         if track:
                             unresolved.partition(self._where_next("partitions"), topic_id)  # type: ignore[union-attr]
-                        capture.append(cap)
-                        connection.append(cid)
-                        a_corr.append(corr)
-                        a_key.append(api_key)
-                        a_name.append(name)
-                        a_version.append(version)
-                        direction.append(kind)
-                        a_ts.append(ts)
-                        a_topic.append(tname)
-                        a_topic_id.append(topic_id)
-                        a_partition.append(index)
+                        capture.add(cap)
+                        connection.add(cid)
+                        a_corr.add(corr)
+                        a_key.add(api_key)
+                        a_name.add(name)
+                        a_version.add(version)
+                        direction.add(kind)
+                        a_ts.add(ts)
+                        a_topic.add(tname)
+                        a_topic_id.add(topic_id)
+                        a_partition.add(index)
                         for column in (a_error_code, a_error_name, a_record_count, a_batch_count, a_bytes,
                                        a_offset, a_base_offset, a_last_offset, a_high_watermark, a_compression):
                             column.append(None)
-                        a_client_id.append(client)
+                        a_client_id.add(client)
                         n += 1
                     continue
                 for item in topic.get(partitions_field) or ():  # type: ignore[arg-type]
@@ -401,39 +402,39 @@ class RowBuilder:
                     partition = p.get(index_field)
                     if track:
                         unresolved.partition(self._where_next("partitions"), topic_id)  # type: ignore[union-attr]
-                    capture.append(cap)
-                    connection.append(cid)
-                    a_corr.append(corr)
-                    a_key.append(api_key)
-                    a_name.append(name)
-                    a_version.append(version)
-                    direction.append(kind)
-                    a_ts.append(ts)
-                    a_topic.append(tname)
-                    a_topic_id.append(topic_id)
-                    a_partition.append(partition)
-                    a_error_code.append(code)
-                    a_error_name.append(None if code is None else self._error_name(code))
-                    a_high_watermark.append(p.get("high_watermark"))
-                    a_offset.append(offset)
-                    a_client_id.append(client)
+                    capture.add(cap)
+                    connection.add(cid)
+                    a_corr.add(corr)
+                    a_key.add(api_key)
+                    a_name.add(name)
+                    a_version.add(version)
+                    direction.add(kind)
+                    a_ts.add(ts)
+                    a_topic.add(tname)
+                    a_topic_id.add(topic_id)
+                    a_partition.add(partition)
+                    a_error_code.add(code)
+                    a_error_name.add(None if code is None else self._error_name(code))
+                    a_high_watermark.add(p.get("high_watermark"))
+                    a_offset.add(offset)
+                    a_client_id.add(client)
                     n += 1
                     if summary is None:
-                        a_record_count.append(None)
-                        a_batch_count.append(None)
-                        a_bytes.append(None)
-                        a_last_offset.append(None)
-                        a_compression.append(None)
-                        a_base_offset.append(offset)
+                        a_record_count.add(None)
+                        a_batch_count.add(None)
+                        a_bytes.add(None)
+                        a_last_offset.add(None)
+                        a_compression.add(None)
+                        a_base_offset.add(offset)
                         continue
                     first = summary.first_offset
                     count = summary.record_count
-                    a_record_count.append(count)
-                    a_batch_count.append(summary.batch_count)
-                    a_bytes.append(summary.total_bytes)
-                    a_base_offset.append(first if count is not None or first is not None else offset)
-                    a_last_offset.append(summary.last_offset)
-                    a_compression.append(summary.codec)
+                    a_record_count.add(count)
+                    a_batch_count.add(summary.batch_count)
+                    a_bytes.add(summary.total_bytes)
+                    a_base_offset.add(first if count is not None or first is not None else offset)
+                    a_last_offset.add(summary.last_offset)
+                    a_compression.add(summary.codec)
                     if summary.crc_failures or summary.error or summary.out_of_range or (want_records and summary.data):
                         where = f"{name} v{version} {kind} corr {corr} {tname or topic_id}[{partition}]"
                         self._record_extras(conn, msg, kind, ts, tname, topic_id, partition, summary, where,
@@ -620,7 +621,7 @@ def _arrays(node: Any, path: tuple[str, ...]) -> Iterator[dict]:
 
 def exchange_row(capture: str, conn: ConnectionLike, ex: Exchange) -> Row:
     """One exchange as a row of the ``exchanges`` table (a dict; JSON bodies as str)."""
-    cols = {t: [[] for _ in COLUMNS[t]] for t in ("exchanges", "partitions", "anomalies")}
+    cols = {t: new_buffers(t) for t in ("exchanges", "partitions", "anomalies")}
     RowBuilder(capture, RowOptions(), None, cols, {}).exchange(conn, ex, Tally())
     row = {name: col[0] for name, col in zip(COLUMNS["exchanges"], cols["exchanges"])}
     for k in ("request", "response"):

@@ -14,18 +14,15 @@ cdef class MetricsFold:
     cpdef _add(self, dict d, tuple key, n, metric)
     @cython.locals(d=dict, h=list)
     cpdef _observe(self, tuple key, seconds)
-    @cython.locals(requests=dict, durations=dict, h=list, connection=list, broker_ip=list, broker_port=list,
-                   a_key=list, a_name=list, a_version=list, client_id=list, latency_ms=list, error_code=list,
-                   error_name=list, throttle_ms=list, a_status=list)
+    # The columns are the writer's buffers (typed cells, read by index) or lists read back from Parquet.
+    @cython.locals(requests=dict, durations=dict, h=list)
     cpdef exchange(self, ex, Py_ssize_t i, pa, Py_ssize_t p0, Py_ssize_t p1, source)
-    @cython.locals(r=Py_ssize_t, j=Py_ssize_t, direction=list, topic=list, topic_id=list, partition=list, error=list,
-                   count=list, size=list, answers=dict)
+    @cython.locals(r=Py_ssize_t, j=Py_ssize_t, answers=dict)
     cpdef _produce(self, client_l, status, pa, Py_ssize_t p0, Py_ssize_t p1)
     cpdef _produced(self, tuple label, records, nbytes)
     @cython.locals(v=list)
     cpdef _flow(self, dict d, tuple label, records, nbytes, metric, metric_bytes)
-    @cython.locals(j=Py_ssize_t, direction=list, topic=list, topic_id=list, partition=list, error=list,
-                   count=list, size=list, offset=list, ts=list, answers=dict)
+    @cython.locals(j=Py_ssize_t, answers=dict)
     cpdef _partitions(self, api_key, client, client_l, status, request, pa, Py_ssize_t p0, Py_ssize_t p1)
 
 @cython.locals(bound=double, k=Py_ssize_t)
