@@ -397,6 +397,10 @@ cdef class TextCells(_Cells):
             code = self.prev_code
             self.prev, self.prev_code = self.last, self.last_code
             self.last, self.last_code = x, code
+        elif type(x) is str and type(self.last) is str and <str>x == <str>self.last:
+            # A text decoded anew for each message (a client id, a topic name): equal to the cell before,
+            # told by comparing, where a lookup would hash it first.
+            code = self.last_code
         elif type(x) is str:
             known = self.index.get(x)
             if known is None:
