@@ -176,7 +176,8 @@ def test_the_c_summary_json_takes_only_a_summarys_values() -> None:
 # text needing escapes, tuples of them).
 _PLAIN_TEXT = st.one_of(st.text(max_size=20), st.text(alphabet='ab"\\\t\x1f\x7fé€\U0001F600 ', max_size=20))
 _PLAIN_LEAF = st.one_of(st.none(), st.booleans(), _INT, _PLAIN_TEXT, st.floats(allow_nan=False), st.binary(max_size=4),
-                        st.builds(RecordsSummary, total_bytes=_INT, codec=_TEXT, first_offset=st.one_of(st.none(), _INT)))
+                        st.builds(RecordsSummary, total_bytes=_INT, codec=_TEXT,
+                                  first_offset=st.one_of(st.none(), _INT)))
 _PLAIN = st.recursive(_PLAIN_LEAF, lambda inner: st.one_of(
     st.lists(inner, max_size=4), st.lists(inner, max_size=3).map(tuple),
     st.dictionaries(st.one_of(_PLAIN_TEXT, st.integers(0, 9)), inner, max_size=4)), max_leaves=12)
@@ -236,7 +237,8 @@ def test_plain_json_declines_a_subclass_and_what_nests_past_orjsons_depth() -> N
     for _ in range(300):
         deep = [deep]
     assert impl.plain_json(deep, RecordsSummary, values) is None
-    assert impl.plain_json({"a": [1, (2, None), True, "é"]}, RecordsSummary, values) == b'{"a":[1,[2,null],true,"\xc3\xa9"]}'
+    want = b'{"a":[1,[2,null],true,"\xc3\xa9"]}'
+    assert impl.plain_json({"a": [1, (2, None), True, "é"]}, RecordsSummary, values) == want
 
 
 @pytest.mark.parametrize("name", BOTH)

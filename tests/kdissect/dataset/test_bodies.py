@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,20 +42,25 @@ def _as_dicts(value: Any) -> Any:
     return value
 
 
-def test_every_records_summary_of_the_samples_is_written_as_orjson_writes_its_dict() -> None:
-    seen = 0
+def _sample_bodies() -> Iterator[dict[str, Any]]:
+    """Every decoded body of the samples' exchanges."""
     for pcap in SAMPLES:
         for ce in read_capture(pcap):
-            if not isinstance(ce.event, Exchange):
-                continue
-            for msg in (ce.event.request, ce.event.response):
-                body = msg.body if msg is not None else None
-                found = _summaries(body)
-                for s in found:
-                    assert s.json_bytes() == orjson.dumps(s.to_dict())
-                if found:
-                    assert body_bytes(body) == orjson.dumps(_as_dicts(body), option=orjson.OPT_PASSTHROUGH_DATACLASS)
-                seen += len(found)
+            if isinstance(ce.event, Exchange):
+                for msg in (ce.event.request, ce.event.response):
+                    if msg is not None and msg.body is not None:
+                        yield msg.body
+
+
+def test_every_records_summary_of_the_samples_is_written_as_orjson_writes_its_dict() -> None:
+    seen = 0
+    for body in _sample_bodies():
+        found = _summaries(body)
+        for s in found:
+            assert s.json_bytes() == orjson.dumps(s.to_dict())
+        if found:
+            assert body_bytes(body) == orjson.dumps(_as_dicts(body), option=orjson.OPT_PASSTHROUGH_DATACLASS)
+        seen += len(found)
     assert seen > 100
 
 
@@ -79,17 +85,10 @@ def _by_orjson(body: Any) -> bytes:
 def test_every_body_of_the_samples_is_written_as_orjson_writes_it() -> None:
     """The C writer (plain_json) writes nearly every body, byte for byte as orjson; the rest go to orjson."""
     written = total = 0
-    for pcap in SAMPLES:
-        for ce in read_capture(pcap):
-            if not isinstance(ce.event, Exchange):
-                continue
-            for msg in (ce.event.request, ce.event.response):
-                body = msg.body if msg is not None else None
-                if body is None:
-                    continue
-                assert body_bytes(body) == _by_orjson(body)
-                total += 1
-                written += plain_json(body, RecordsSummary, RecordsSummary.json_values) is not None
+    for body in _sample_bodies():
+        assert body_bytes(body) == _by_orjson(body)
+        total += 1
+        written += plain_json(body, RecordsSummary, RecordsSummary.json_values) is not None
     assert total > 1000
     if plain_json is not _speedups_pure.plain_json:
         assert written > 0.9 * total, (written, total)
