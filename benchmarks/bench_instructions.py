@@ -56,7 +56,8 @@ PARTS = [
     ("    record batch summary", r"__pyx_pw_9dissector_7records_\d+summarize "),
     ("rows and writer (CaptureWriter.event)", _method("kdissect.dataset.writer", "CaptureWriter", "event")),
     ("  RowBuilder.exchange", _method("kdissect.dataset.rows", "RowBuilder", "exchange")),
-    ("    JSON bodies (orjson)", r"\?\?\?:dumps "),
+    # body_bytes whole: orjson's dumps until the C writer (hotpath.speedups.plain_json) wrote most bodies
+    ("    JSON bodies (body_bytes)", r"__pyx_f_8kdissect_7dataset_6bodies_body_bytes(?:\s|$)"),
     ("    RowBuilder._partitions", _method("kdissect.dataset.rows", "RowBuilder", "_partitions")),
     # dissector.records until the full decode had its own module: either, to measure across the move
     ("      decode_records (--records)", r"__pyx_pw_9dissector_(?:7records|9recordset)_\d+decode_records "),

@@ -121,27 +121,58 @@ cdef extern from *:
        Takes to_dict's values in its order; returns None (so the caller builds the dict) for any
        value it does not write the same way: not an exact int / bool / None where one is expected,
        an int past 64 bits, a string needing escapes. */
+    /* "00".."99": an int is written two digits a division, where a digit a division cost
+       ~1,800 instructions a summary (its timestamps and offsets are 13 to 19 digits). */
+    static const char kd_json_pairs[] =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+        "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+        "8081828384858687888990919293949596979899";
+
+    /* An exact int within 64 bits, as orjson writes it; -1 (no error set) for anything else. */
     static inline int kd_json_int(char **p, PyObject *v) {
         long long x;
         unsigned long long u;
-        int overflow = 0, n = 0;
-        char digits[24];
+        unsigned int r;
+        int overflow = 0;
+        /* Written right to left ending at digits + 24, then copied as 20 bytes, a fixed size the
+           compiler copies in place: the callers leave 21 bytes of room for an int. */
+        char digits[48], *d = digits + 24;
         if (!PyLong_CheckExact(v))
             return -1;
-        x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (overflow || (x == -1 && PyErr_Occurred())) {
-            PyErr_Clear();
-            return -1;
+        /* An int of one digit (below 2**30) read in place: the call cost a third of the int's writing. */
+    #if PY_VERSION_HEX >= 0x030C0000
+        if (PyUnstable_Long_IsCompact((PyLongObject *)v)) {
+            x = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+        } else
+    #else
+        if (Py_SIZE(v) >= -1 && Py_SIZE(v) <= 1) {
+            x = (long long)Py_SIZE(v) * (long long)((PyLongObject *)v)->ob_digit[0];
+        } else
+    #endif
+        {
+            x = PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (overflow || (x == -1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                return -1;
+            }
         }
         u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
-        do {
-            digits[n++] = (char)('0' + u % 10);
-            u /= 10;
-        } while (u);
+        while (u >= 100) {
+            r = (unsigned int)(u % 100);
+            u /= 100;
+            d -= 2;
+            memcpy(d, kd_json_pairs + 2 * r, 2);
+        }
+        if (u >= 10) {
+            d -= 2;
+            memcpy(d, kd_json_pairs + 2 * u, 2);
+        } else {
+            *--d = (char)('0' + u);
+        }
         if (x < 0)
             *(*p)++ = '-';
-        while (n)
-            *(*p)++ = digits[--n];
+        memcpy(*p, d, 20);
+        *p += digits + 24 - d;
         return 0;
     }
 
@@ -224,60 +255,299 @@ cdef extern from *:
         return -1;
     }
 
-    static inline PyObject *kd_summary_json(PyObject *t) {
-        char small[1024], *buf = small, *p;
-        PyObject **v, *out;
-        Py_ssize_t codec_len, error_len, magics, failures, room;
-        int bad = 0;
+    /* The bytes a summary's values (a 22-tuple, to_dict's order) may take, or -1 for values
+       kd_summary_write does not take. */
+    static inline Py_ssize_t kd_summary_room(PyObject *t) {
+        PyObject **v;
+        Py_ssize_t codec_len, error_len, magics, failures;
         if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 22)
-            Py_RETURN_NONE;
+            return -1;
         v = ((PyTupleObject *)t)->ob_item;
         codec_len = kd_json_plain_len(v[9]);
         error_len = kd_json_plain_len(v[20]);
         magics = kd_json_seq_len(v[1]);
         failures = kd_json_seq_len(v[16]);
         if (codec_len < 0 || error_len < 0 || magics < 0 || failures < 0)
-            Py_RETURN_NONE;
+            return -1;
         /* keys and punctuation ~330 bytes, each int at most 20 characters and a comma */
-        room = 400 + 21 * (17 + magics + failures) + codec_len + error_len;
+        return 400 + 21 * (17 + magics + failures) + codec_len + error_len;
+    }
+
+    /* The summary at *p, within the room kd_summary_room gave; nonzero for a value written otherwise. */
+    static inline int kd_summary_write(char **p, PyObject *t) {
+        PyObject **v = ((PyTupleObject *)t)->ob_item;
+        int bad = 0;
+        bad |= kd_json_lit(p, "{\\"total_bytes\\":") | kd_json_int(p, v[0]);
+        bad |= kd_json_lit(p, ",\\"magics\\":") | kd_json_ints(p, v[1]);
+        bad |= kd_json_lit(p, ",\\"batch_count\\":") | kd_json_int(p, v[2]);
+        bad |= kd_json_lit(p, ",\\"record_count\\":") | kd_json_opt_int(p, v[3]);
+        bad |= kd_json_lit(p, ",\\"legacy_wrappers\\":") | kd_json_int(p, v[4]);
+        bad |= kd_json_lit(p, ",\\"first_offset\\":") | kd_json_opt_int(p, v[5]);
+        bad |= kd_json_lit(p, ",\\"last_offset\\":") | kd_json_opt_int(p, v[6]);
+        bad |= kd_json_lit(p, ",\\"first_timestamp\\":") | kd_json_opt_int(p, v[7]);
+        bad |= kd_json_lit(p, ",\\"max_timestamp\\":") | kd_json_opt_int(p, v[8]);
+        kd_json_lit(p, ",\\"codec\\":");
+        kd_json_opt_str(p, v[9]);
+        bad |= kd_json_lit(p, ",\\"producer_id\\":") | kd_json_opt_int(p, v[10]);
+        bad |= kd_json_lit(p, ",\\"producer_epoch\\":") | kd_json_opt_int(p, v[11]);
+        bad |= kd_json_lit(p, ",\\"base_sequence\\":") | kd_json_opt_int(p, v[12]);
+        bad |= kd_json_lit(p, ",\\"transactional\\":") | kd_json_bool(p, v[13]);
+        bad |= kd_json_lit(p, ",\\"control\\":") | kd_json_bool(p, v[14]);
+        bad |= kd_json_lit(p, ",\\"crc_checked\\":") | kd_json_bool(p, v[15]);
+        bad |= kd_json_lit(p, ",\\"crc_failures\\":") | kd_json_ints(p, v[16]);
+        bad |= kd_json_lit(p, ",\\"first_crc\\":") | kd_json_opt_int(p, v[17]);
+        bad |= kd_json_lit(p, ",\\"partial_tail\\":") | kd_json_bool(p, v[18]);
+        bad |= kd_json_lit(p, ",\\"tail_bytes\\":") | kd_json_int(p, v[19]);
+        kd_json_lit(p, ",\\"error\\":");
+        kd_json_opt_str(p, v[20]);
+        bad |= kd_json_lit(p, ",\\"error_offset\\":") | kd_json_opt_int(p, v[21]);
+        *(*p)++ = '}';
+        return bad;
+    }
+
+    static inline PyObject *kd_summary_json(PyObject *t) {
+        char small[1024], *buf = small, *p;
+        PyObject *out;
+        Py_ssize_t room = kd_summary_room(t);
+        if (room < 0)
+            Py_RETURN_NONE;
         if (room > (Py_ssize_t)sizeof(small)) {
             buf = (char *)PyMem_Malloc((size_t)room);
             if (buf == NULL)
                 return PyErr_NoMemory();
         }
         p = buf;
-        bad |= kd_json_lit(&p, "{\\"total_bytes\\":") | kd_json_int(&p, v[0]);
-        bad |= kd_json_lit(&p, ",\\"magics\\":") | kd_json_ints(&p, v[1]);
-        bad |= kd_json_lit(&p, ",\\"batch_count\\":") | kd_json_int(&p, v[2]);
-        bad |= kd_json_lit(&p, ",\\"record_count\\":") | kd_json_opt_int(&p, v[3]);
-        bad |= kd_json_lit(&p, ",\\"legacy_wrappers\\":") | kd_json_int(&p, v[4]);
-        bad |= kd_json_lit(&p, ",\\"first_offset\\":") | kd_json_opt_int(&p, v[5]);
-        bad |= kd_json_lit(&p, ",\\"last_offset\\":") | kd_json_opt_int(&p, v[6]);
-        bad |= kd_json_lit(&p, ",\\"first_timestamp\\":") | kd_json_opt_int(&p, v[7]);
-        bad |= kd_json_lit(&p, ",\\"max_timestamp\\":") | kd_json_opt_int(&p, v[8]);
-        kd_json_lit(&p, ",\\"codec\\":");
-        kd_json_opt_str(&p, v[9]);
-        bad |= kd_json_lit(&p, ",\\"producer_id\\":") | kd_json_opt_int(&p, v[10]);
-        bad |= kd_json_lit(&p, ",\\"producer_epoch\\":") | kd_json_opt_int(&p, v[11]);
-        bad |= kd_json_lit(&p, ",\\"base_sequence\\":") | kd_json_opt_int(&p, v[12]);
-        bad |= kd_json_lit(&p, ",\\"transactional\\":") | kd_json_bool(&p, v[13]);
-        bad |= kd_json_lit(&p, ",\\"control\\":") | kd_json_bool(&p, v[14]);
-        bad |= kd_json_lit(&p, ",\\"crc_checked\\":") | kd_json_bool(&p, v[15]);
-        bad |= kd_json_lit(&p, ",\\"crc_failures\\":") | kd_json_ints(&p, v[16]);
-        bad |= kd_json_lit(&p, ",\\"first_crc\\":") | kd_json_opt_int(&p, v[17]);
-        bad |= kd_json_lit(&p, ",\\"partial_tail\\":") | kd_json_bool(&p, v[18]);
-        bad |= kd_json_lit(&p, ",\\"tail_bytes\\":") | kd_json_int(&p, v[19]);
-        kd_json_lit(&p, ",\\"error\\":");
-        kd_json_opt_str(&p, v[20]);
-        bad |= kd_json_lit(&p, ",\\"error_offset\\":") | kd_json_opt_int(&p, v[21]);
-        *p++ = '}';
-        out = bad ? (Py_INCREF(Py_None), Py_None) : PyBytes_FromStringAndSize(buf, p - buf);
+        out = kd_summary_write(&p, t) ? (Py_INCREF(Py_None), Py_None) : PyBytes_FromStringAndSize(buf, p - buf);
         if (buf != small)
             PyMem_Free(buf);
         return out;
     }
     """
     object _summary_json "kd_summary_json"(object values)
+
+cdef extern from *:
+    """
+    /* A decoded body as compact JSON, byte for byte what orjson writes for it (issue #46): every
+       exchange writes two small bodies, and orjson's own walk, its output buffer and its round trip
+       through a Python default for the records summary cost ~11,000 instructions an exchange.
+       Writes exact dicts with str keys, lists, tuples, str, ints within 64 bits, bools and None, and
+       an object of exactly summary_type as kd_summary_json writes the values summary_values(object)
+       returns, straight into the body; declines (None: the caller has orjson write the body) anything
+       else: floats, bytes, subclasses, text needing escapes or not UTF-8, an int past 64 bits, nesting
+       deeper than orjson's, a summary kd_summary_json declines. */
+    typedef struct {
+        char *p, *end, *heap;
+        char small[2048];
+    } kd_jbuf;
+
+    enum { KD_J_OK = 0, KD_J_DECLINE = 1, KD_J_ERROR = -1 };
+
+    static int kd_jbuf_grow(kd_jbuf *b, Py_ssize_t need) {
+        char *base = b->heap != NULL ? b->heap : b->small;
+        size_t used = (size_t)(b->p - base), size = (size_t)(b->end - base), want = used + (size_t)need;
+        char *grown;
+        while (size < want)
+            size *= 2;
+        if (b->heap != NULL) {
+            grown = (char *)PyMem_Realloc(b->heap, size);
+        } else {
+            grown = (char *)PyMem_Malloc(size);
+            if (grown != NULL)
+                memcpy(grown, b->small, used);
+        }
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return KD_J_ERROR;
+        }
+        b->heap = grown;
+        b->p = grown + used;
+        b->end = grown + size;
+        return KD_J_OK;
+    }
+
+    #define KD_J_ROOM(b, n) (((b)->end - (b)->p >= (Py_ssize_t)(n)) ? KD_J_OK : kd_jbuf_grow((b), (n)))
+
+    /* Whether any of eight bytes needs an escape in JSON: below 0x20, '"' or backslash, eight at a
+       time (a byte at a time was most of a body's writing). Bytes of UTF-8 past ASCII never match. */
+    #define KD_J_ONES 0x0101010101010101ULL
+    #define KD_J_HIGH 0x8080808080808080ULL
+    #define KD_J_ZERO_BYTE(x) (((x) - KD_J_ONES) & ~(x) & KD_J_HIGH)
+    #define KD_J_ESCAPES(w) ((((w) - 0x20 * KD_J_ONES) & ~(w) & KD_J_HIGH) \\
+                             | KD_J_ZERO_BYTE((w) ^ (0x22 * KD_J_ONES)) | KD_J_ZERO_BYTE((w) ^ (0x5c * KD_J_ONES)))
+
+    /* A str as orjson writes it when it needs no escape: its UTF-8 between quotes. */
+    static inline int kd_jstr(kd_jbuf *b, PyObject *s) {
+        const char *text;
+        Py_ssize_t n, i;
+        unsigned long long w;
+        unsigned int lo = 0, hi = 0;
+        if (PyUnicode_IS_ASCII(s)) {
+            text = (const char *)PyUnicode_DATA(s);
+            n = PyUnicode_GET_LENGTH(s);
+        } else {
+            text = PyUnicode_AsUTF8AndSize(s, &n);
+            if (text == NULL) {         /* a lone surrogate: orjson refuses it too */
+                PyErr_Clear();
+                return KD_J_DECLINE;
+            }
+        }
+        /* Eight bytes a step, the last eight overlapping the step before; shorter text in two
+           overlapping halves: fixed sizes, copied in registers. */
+        if (n >= 8) {
+            for (i = 0; i + 8 < n; i += 8) {
+                memcpy(&w, text + i, 8);
+                if (KD_J_ESCAPES(w))
+                    return KD_J_DECLINE;
+            }
+            memcpy(&w, text + n - 8, 8);
+        } else if (n >= 4) {
+            memcpy(&lo, text, 4);
+            memcpy(&hi, text + n - 4, 4);
+            w = (unsigned long long)lo | (unsigned long long)hi << 32;
+        } else {
+            w = 0x6161616161616161ULL;  /* padded with 'a', which needs no escape */
+            for (i = 0; i < n; i++)
+                ((unsigned char *)&w)[i] = (unsigned char)text[i];
+        }
+        if (KD_J_ESCAPES(w))
+            return KD_J_DECLINE;
+        if (KD_J_ROOM(b, n + 2) < 0)
+            return KD_J_ERROR;
+        *b->p++ = '"';
+        if (n >= 8 && n <= 16) {
+            memcpy(b->p, text, 8);
+            memcpy(b->p + n - 8, text + n - 8, 8);
+        } else if (n >= 4 && n < 8) {
+            memcpy(b->p, &lo, 4);
+            memcpy(b->p + n - 4, &hi, 4);
+        } else {
+            memcpy(b->p, text, (size_t)n);
+        }
+        b->p += n;
+        *b->p++ = '"';
+        return KD_J_OK;
+    }
+
+    static int kd_jvalue(kd_jbuf *b, PyObject *v, PyObject *summary_type, PyObject *summary_values, int depth);
+
+    static int kd_jitems(kd_jbuf *b, PyObject **items, Py_ssize_t n, PyObject *summary_type,
+                         PyObject *summary_values, int depth) {
+        Py_ssize_t i;
+        int r;
+        if (KD_J_ROOM(b, 2) < 0)
+            return KD_J_ERROR;
+        *b->p++ = '[';
+        for (i = 0; i < n; i++) {
+            if (i) {
+                if (KD_J_ROOM(b, 1) < 0)
+                    return KD_J_ERROR;
+                *b->p++ = ',';
+            }
+            if ((r = kd_jvalue(b, items[i], summary_type, summary_values, depth)) != KD_J_OK)
+                return r;
+        }
+        if (KD_J_ROOM(b, 1) < 0)
+            return KD_J_ERROR;
+        *b->p++ = ']';
+        return KD_J_OK;
+    }
+
+    static int kd_jvalue(kd_jbuf *b, PyObject *v, PyObject *summary_type, PyObject *summary_values, int depth) {
+        PyTypeObject *t = Py_TYPE(v);
+        PyObject *key, *item, *values;
+        Py_ssize_t pos = 0, n;
+        int r, first = 1;
+        if (t == &PyUnicode_Type)
+            return kd_jstr(b, v);
+        if (t == &PyLong_Type) {
+            if (KD_J_ROOM(b, 21) < 0)
+                return KD_J_ERROR;
+            return kd_json_int(&b->p, v) < 0 ? KD_J_DECLINE : KD_J_OK;
+        }
+        if (v == Py_None || v == Py_True || v == Py_False) {
+            if (KD_J_ROOM(b, 5) < 0)
+                return KD_J_ERROR;
+            if (v == Py_None)
+                memcpy(b->p, "null", 4), b->p += 4;
+            else if (v == Py_True)
+                memcpy(b->p, "true", 4), b->p += 4;
+            else
+                memcpy(b->p, "false", 5), b->p += 5;
+            return KD_J_OK;
+        }
+        if (++depth > 128)              /* orjson refuses past 255 levels; well short of it, orjson decides */
+            return KD_J_DECLINE;
+        if (t == &PyDict_Type) {
+            if (KD_J_ROOM(b, 2) < 0)
+                return KD_J_ERROR;
+            *b->p++ = '{';
+            while (PyDict_Next(v, &pos, &key, &item)) {
+                if (Py_TYPE(key) != &PyUnicode_Type)
+                    return KD_J_DECLINE;
+                if (!first) {
+                    if (KD_J_ROOM(b, 1) < 0)
+                        return KD_J_ERROR;
+                    *b->p++ = ',';
+                }
+                first = 0;
+                if ((r = kd_jstr(b, key)) != KD_J_OK)
+                    return r;
+                if (KD_J_ROOM(b, 1) < 0)
+                    return KD_J_ERROR;
+                *b->p++ = ':';
+                if ((r = kd_jvalue(b, item, summary_type, summary_values, depth)) != KD_J_OK)
+                    return r;
+            }
+            if (KD_J_ROOM(b, 1) < 0)
+                return KD_J_ERROR;
+            *b->p++ = '}';
+            return KD_J_OK;
+        }
+        if (t == &PyList_Type)
+            return kd_jitems(b, ((PyListObject *)v)->ob_item, PyList_GET_SIZE(v), summary_type, summary_values, depth);
+        if (t == &PyTuple_Type)
+            return kd_jitems(b, ((PyTupleObject *)v)->ob_item, PyTuple_GET_SIZE(v), summary_type, summary_values,
+                             depth);
+        if ((PyObject *)t != summary_type)
+            return KD_J_DECLINE;
+        values = PyObject_CallOneArg(summary_values, v);
+        if (values == NULL) {           /* orjson's walk, through the caller's default, says what failed */
+            PyErr_Clear();
+            return KD_J_DECLINE;
+        }
+        n = kd_summary_room(values);
+        if (n < 0) {
+            Py_DECREF(values);
+            return KD_J_DECLINE;
+        }
+        if (KD_J_ROOM(b, n) < 0) {
+            Py_DECREF(values);
+            return KD_J_ERROR;
+        }
+        r = kd_summary_write(&b->p, values);
+        Py_DECREF(values);
+        return r ? KD_J_DECLINE : KD_J_OK;
+    }
+
+    static PyObject *kd_plain_json(PyObject *value, PyObject *summary_type, PyObject *summary_values) {
+        kd_jbuf b;
+        PyObject *out = NULL;
+        int r;
+        b.heap = NULL;
+        b.p = b.small;
+        b.end = b.small + sizeof(b.small);
+        r = kd_jvalue(&b, value, summary_type, summary_values, 0);
+        if (r == KD_J_OK)
+            out = PyBytes_FromStringAndSize(b.heap != NULL ? b.heap : b.small,
+                                            b.p - (b.heap != NULL ? b.heap : b.small));
+        else if (r == KD_J_DECLINE)
+            out = (Py_INCREF(Py_None), Py_None);
+        if (b.heap != NULL)
+            PyMem_Free(b.heap);
+        return out;
+    }
+    """
+    object _plain_json "kd_plain_json"(object value, object summary_type, object summary_values)
 
 cdef extern from *:
     """
@@ -359,6 +629,14 @@ cpdef object summary_json(object values):
     byte as orjson writes it; None for a value written otherwise (escaped text, an int past 64 bits,
     a float where an int belongs): then the caller has orjson write the dict."""
     return _summary_json(values)
+
+
+cpdef object plain_json(object value, object summary_type, object summary_values):
+    """``value`` as compact JSON, byte for byte as orjson writes it, an object of exactly
+    ``summary_type`` written as ``summary_json(summary_values(object))``; None for anything written
+    otherwise or not at all (floats, bytes, subclasses, escaped text, ints past 64 bits, a summary
+    ``summary_json`` declines): then the caller has orjson write it."""
+    return _plain_json(value, summary_type, summary_values)
 
 
 cpdef Py_ssize_t find(bytes text, bytes key, Py_ssize_t start) except -2:

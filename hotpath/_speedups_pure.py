@@ -9,6 +9,7 @@ results.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -34,6 +35,22 @@ def summary_json(values: tuple[Any, ...]) -> bytes | None:
     writes it; None where orjson would not write it (an int past 64 bits)."""
     try:
         return orjson.dumps(dict(zip(SUMMARY_KEYS, values)))
+    except orjson.JSONEncodeError:
+        return None
+
+
+def plain_json(value: Any, summary_type: type, summary_values: Callable[[Any], tuple[Any, ...]]) -> bytes | None:
+    """``value`` as compact JSON, as orjson writes it, an object of exactly ``summary_type`` written
+    as ``summary_json(summary_values(object))``; None for any other object orjson would hand to a
+    default (bytes, dataclasses) or a value it refuses."""
+    def summary(obj: Any) -> orjson.Fragment:
+        text = summary_json(summary_values(obj)) if type(obj) is summary_type else None
+        if text is None:
+            raise TypeError(type(obj).__name__)
+        return orjson.Fragment(text)
+
+    try:
+        return orjson.dumps(value, default=summary, option=orjson.OPT_PASSTHROUGH_DATACLASS)
     except orjson.JSONEncodeError:
         return None
 

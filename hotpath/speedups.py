@@ -10,14 +10,14 @@ from __future__ import annotations
 from hotpath import switched_to_python
 
 if switched_to_python():
-    from hotpath._speedups_pure import (SUMMARY_KEYS, clear_keeping_capacity, crc32c_of, find, reserve_list,
-                                        summary_json)
+    from hotpath._speedups_pure import (SUMMARY_KEYS, clear_keeping_capacity, crc32c_of, find, plain_json,
+                                        reserve_list, summary_json)
 else:
     try:
         from hotpath._speedups import (SUMMARY_KEYS, clear_keeping_capacity, crc32c_of, find,  # type: ignore
-                                       reserve_list, summary_json)
+                                       plain_json, reserve_list, summary_json)
     except ImportError:         # not compiled (no compiler at install)
-        from hotpath._speedups_pure import (SUMMARY_KEYS, clear_keeping_capacity, crc32c_of, find, reserve_list,
-                                            summary_json)
+        from hotpath._speedups_pure import (SUMMARY_KEYS, clear_keeping_capacity, crc32c_of, find, plain_json,
+                                            reserve_list, summary_json)
 
-__all__ = ["SUMMARY_KEYS", "clear_keeping_capacity", "crc32c_of", "find", "reserve_list", "summary_json"]
+__all__ = ["SUMMARY_KEYS", "clear_keeping_capacity", "crc32c_of", "find", "plain_json", "reserve_list", "summary_json"]

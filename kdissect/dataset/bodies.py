@@ -11,6 +11,7 @@ import orjson
 from dissector.codecs import render_bytes
 from dissector.records import RecordsSummary
 from dissector.schema import error_name
+from hotpath.speedups import plain_json
 
 
 def _default(value: Any) -> Any:
@@ -38,8 +39,17 @@ _Fragment = orjson.Fragment     # JSON written already: the records summary's (R
 _EncodeError = orjson.JSONEncodeError
 
 
+# A summary's values for plain_json, which writes them in place: an unbound method, called with the summary.
+_summary_values = RecordsSummary.json_values
+
+
 def body_bytes(body: dict[str, Any]) -> bytes:
     """The whole body as compact JSON (UTF-8): bytes via render_bytes, record data as its summary."""
+    # Bodies of plain values and summaries, nearly all of them, are written in C without orjson's
+    # walk and its call back for each summary; plain_json declines the rest, written as before.
+    text = plain_json(body, RecordsSummary, _summary_values)
+    if text is not None:
+        return text
     try:
         # Allowing non-string keys makes orjson check every key, twice the time on small
         # bodies; they occur only with unknown tagged fields, so try without first.

@@ -171,6 +171,76 @@ def test_the_c_summary_json_takes_only_a_summarys_values() -> None:
     assert impl.summary_json([0] * 22) is None
 
 
+# Body-like values: what the generated decoders make (dicts with str keys, lists, ints, text, flags,
+# None, records summaries) and what plain_json must leave to orjson (floats, bytes, int keys, big ints,
+# text needing escapes, tuples of them).
+_PLAIN_TEXT = st.one_of(st.text(max_size=20), st.text(alphabet='ab"\\\t\x1f\x7fé€\U0001F600 ', max_size=20))
+_PLAIN_LEAF = st.one_of(st.none(), st.booleans(), _INT, _PLAIN_TEXT, st.floats(allow_nan=False), st.binary(max_size=4),
+                        st.builds(RecordsSummary, total_bytes=_INT, codec=_TEXT,
+                                  first_offset=st.one_of(st.none(), _INT)))
+_PLAIN = st.recursive(_PLAIN_LEAF, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.lists(inner, max_size=3).map(tuple),
+    st.dictionaries(st.one_of(_PLAIN_TEXT, st.integers(0, 9)), inner, max_size=4)), max_leaves=12)
+
+
+def _plain(value) -> bool:
+    """Whether plain_json's C writer must write ``value`` (not decline it)."""
+    def text(t: str) -> bool:
+        return not any(c < " " or c in '"\\' for c in t)
+    if value is None or type(value) is bool:
+        return True
+    if type(value) is int:
+        return -(1 << 63) <= value < (1 << 63)
+    if type(value) is str:
+        return text(value)
+    if type(value) in (list, tuple):
+        return all(_plain(v) for v in value)
+    if type(value) is dict:
+        return all(type(k) is str and text(k) and _plain(v) for k, v in value.items())
+    if type(value) is RecordsSummary:
+        return _compiled().summary_json(value.json_values()) is not None
+    return False
+
+
+def _as_dicts(value):
+    if type(value) is RecordsSummary:
+        return value.to_dict()
+    if type(value) is dict:
+        return {k: _as_dicts(v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return [_as_dicts(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("name", BOTH)
+@settings(max_examples=600, deadline=None)
+@given(value=_PLAIN)
+def test_plain_json_writes_what_orjson_writes_or_declines(name: str, value) -> None:
+    """Where it writes, both write orjson's bytes (a summary as its dict); the C writer declines
+    only what it must leave to orjson: floats, bytes, int keys, ints past 64 bits, escaped text."""
+    text = _impl(name).plain_json(value, RecordsSummary, RecordsSummary.json_values)
+    try:
+        want = orjson.dumps(_as_dicts(value))
+    except orjson.JSONEncodeError:
+        want = None
+    if text is not None:
+        assert text == want
+    if name == "compiled":
+        assert (text is not None) == _plain(value)
+
+
+def test_plain_json_declines_a_subclass_and_what_nests_past_orjsons_depth() -> None:
+    impl = _compiled()
+    values = RecordsSummary.json_values
+    assert impl.plain_json(type("D", (dict,), {})(a=1), RecordsSummary, values) is None
+    deep: list = []
+    for _ in range(300):
+        deep = [deep]
+    assert impl.plain_json(deep, RecordsSummary, values) is None
+    want = b'{"a":[1,[2,null],true,"\xc3\xa9"]}'
+    assert impl.plain_json({"a": [1, (2, None), True, "é"]}, RecordsSummary, values) == want
+
+
 @pytest.mark.parametrize("name", BOTH)
 @settings(max_examples=300, deadline=None)
 @given(text=st.binary(max_size=40), key=st.binary(max_size=4), start=st.integers(-3, 45))

@@ -129,15 +129,18 @@ def test_record_offsets_and_timestamps_beyond_their_types_are_null(tmp_path: Pat
 
 
 # Fails while writing the JSON of the one records summary whose first offset is 777: an exception
-# in row building, wherever it comes from (compiled, bodies.body_bytes looks _default up each call).
+# in row building, wherever it comes from (compiled, bodies.body_bytes looks its helpers up each call).
+# The C writer's summary hook fails first (it then leaves the body to orjson), then orjson's default.
 _FAIL_ONE = """
 import kdissect.dataset.bodies as b
-_real = b._default
-def _default(value):
-    if getattr(value, "first_offset", None) == 777:
-        raise RuntimeError("injected")
-    return _real(value)
-b._default = _default
+def _failing(real):
+    def hook(value):
+        if getattr(value, "first_offset", None) == 777:
+            raise RuntimeError("injected")
+        return real(value)
+    return hook
+b._summary_values = _failing(b._summary_values)
+b._default = _failing(b._default)
 """
 
 
