@@ -150,6 +150,14 @@ def summarize(data: bytes | bytearray | memoryview | None, *, check_crc: bool = 
     call, because nothing else tells how many messages they hold (see
     :func:`dissector.legacy.count_wrapper`).
     """
+    return summarize_field(data, check_crc, max_decompressed)
+
+
+def summarize_field(data: bytes | bytearray | memoryview | None, check_crc: bool = True,
+                    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> RecordsSummary:
+    """:func:`summarize`, its arguments positional: compiled, a C function the body decoders cimport
+    (``schema/_decoders.pxd``) for each records field, where calling ``summarize`` through Python
+    parsed its keywords."""
     try:
         return _summarize(data, check_crc, max_decompressed)
     except Exception as e:  # noqa: BLE001 - the contract is "never raise"

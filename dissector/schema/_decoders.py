@@ -8,7 +8,7 @@ import struct
 from dissector import fixedwidth
 from dissector.errors import BadLength, Underflow
 from dissector.primitives import read_tags as _tags, read_uuid as _uuid, read_uvarint as _uvar
-from dissector.records import summarize as _records
+from dissector.records import summarize_field as _records
 
 _unpack_from = struct.unpack_from
 _S_Z = struct.Struct('>?').unpack_from

@@ -171,7 +171,7 @@ def render() -> tuple[str, str]:
         "from dissector import fixedwidth",
         "from dissector.errors import BadLength, Underflow",
         "from dissector.primitives import read_tags as _tags, read_uuid as _uuid, read_uvarint as _uvar",
-        "from dissector.records import summarize as _records",
+        "from dissector.records import summarize_field as _records",
         "",
     ]
     # Defined here rather than imported from the writer's module, which imports this one.
@@ -182,7 +182,7 @@ def render() -> tuple[str, str]:
     text = "\n".join(head) + "\n\n" + body + "\nENTRIES = {\n" + "\n".join(module.entries) + "\n}\n"
     pxd = [_HEADER.replace("Compiled with _decoders.pxd beside it", "The C types of _decoders.py's functions,"),
            "cimport cython", "from dissector cimport fixedwidth",
-           ""]
+           "from dissector.records cimport summarize_field as _records", ""]
     assigned = _assigned_names(text)
     for name in module.functions:
         # Only the counters a function has: the .pxd check refuses a local the function lacks.
