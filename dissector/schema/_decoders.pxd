@@ -5,7 +5,7 @@
 
 cimport cython
 from dissector cimport fixedwidth
-from dissector.records cimport summarize_field as _records
+from dissector.records cimport summarize_span as _records
 
 @cython.locals(n=Py_ssize_t, e=Py_ssize_t)
 cpdef Py_ssize_t _req0v0_f3(bytes b, Py_ssize_t o, dict r) except -1

@@ -8,7 +8,7 @@ import struct
 from dissector import fixedwidth
 from dissector.errors import BadLength, Underflow
 from dissector.primitives import read_tags as _tags, read_uuid as _uuid, read_uvarint as _uvar
-from dissector.records import summarize_field as _records
+from dissector.records import summarize_span as _records
 
 _unpack_from = struct.unpack_from
 _S_Z = struct.Struct('>?').unpack_from
@@ -24,7 +24,7 @@ def _req0v0_f3(b, o, r):
     else:
         e = o + n
         if e > len(b): raise Underflow('records: ' + str(n) + ' bytes past the end')
-        r['records'] = _records(b[o:e]); o = e
+        r['records'] = _records(b, o, e); o = e
     return o
 
 def _req0v0_f2(b, o, r):
@@ -237,7 +237,7 @@ def _req0v9_f3(b, o, r):
     else:
         e = o + n
         if e > len(b): raise Underflow('records: ' + str(n) + ' bytes past the end')
-        r['records'] = _records(b[o:e]); o = e
+        r['records'] = _records(b, o, e); o = e
     if b[o]: o = _tags(b, o, r, None)
     else: o += 1
     return o
@@ -577,7 +577,7 @@ def _res1v0_f3(b, o, r):
     else:
         e = o + n
         if e > len(b): raise Underflow('records: ' + str(n) + ' bytes past the end')
-        r['records'] = _records(b[o:e]); o = e
+        r['records'] = _records(b, o, e); o = e
     return o
 
 def _res1v0_f2(b, o, r):
@@ -657,7 +657,7 @@ def _res1v4_f3(b, o, r):
     else:
         e = o + n
         if e > len(b): raise Underflow('records: ' + str(n) + ' bytes past the end')
-        r['records'] = _records(b[o:e]); o = e
+        r['records'] = _records(b, o, e); o = e
     return o
 
 def _res1v4_f2(b, o, r):
@@ -732,7 +732,7 @@ def _res1v5_f3(b, o, r):
     else:
         e = o + n
         if e > len(b): raise Underflow('records: ' + str(n) + ' bytes past the end')
-        r['records'] = _records(b[o:e]); o = e
+        r['records'] = _records(b, o, e); o = e
     return o
 
 def _res1v5_f2(b, o, r):
@@ -882,7 +882,7 @@ def _res1v11_f3(b, o, r):
     else:
         e = o + n
         if e > len(b): raise Underflow('records: ' + str(n) + ' bytes past the end')
-        r['records'] = _records(b[o:e]); o = e
+        r['records'] = _records(b, o, e); o = e
     return o
 
 def _res1v11_f2(b, o, r):
@@ -1054,7 +1054,7 @@ def _res1v12_f3(b, o, r):
     else:
         e = o + n
         if e > len(b): raise Underflow('records: ' + str(n) + ' bytes past the end')
-        r['records'] = _records(b[o:e]); o = e
+        r['records'] = _records(b, o, e); o = e
     if b[o]: o = _tags(b, o, r, _res1v12_tg11)
     else: o += 1
     return o

@@ -87,6 +87,9 @@ def inline_reads(line: str) -> str:
     return line
 
 
+# A records field, summarized from the body's bytes without slicing them first (records.summarize_span).
+_RECORDS_SLICE, _RECORDS_SPAN = "_records(b[o:e])", "_records(b, o, e)"
+
 # The writer's struct reads its namespace holds under these names (dissector.decoders._Writer).
 _STRUCT_READS = (("_I16", "struct.Struct('>h').unpack_from"), ("_I32", "struct.Struct('>i').unpack_from"),
                  ("_unpack_from", "struct.unpack_from"))
@@ -141,7 +144,7 @@ class _Module:
         prefix = f"_{kind[:3]}{api_key}v{version}"
         names: dict[str, str] = {}
         for block in _blocks(w.lines):
-            block = [inline_reads(line) for line in block]
+            block = [inline_reads(line).replace(_RECORDS_SLICE, _RECORDS_SPAN) for line in block]
             own = _LOCAL_NAME.match(block[0][4:] if block[0].startswith("def ") else block[0]).group(1)
             text = _LOCAL_NAME.sub(lambda m: "@" if m.group(1) == own else names[m.group(1)], "\n".join(block))
             name = self._written.get(text)
@@ -171,7 +174,7 @@ def render() -> tuple[str, str]:
         "from dissector import fixedwidth",
         "from dissector.errors import BadLength, Underflow",
         "from dissector.primitives import read_tags as _tags, read_uuid as _uuid, read_uvarint as _uvar",
-        "from dissector.records import summarize_field as _records",
+        "from dissector.records import summarize_span as _records",
         "",
     ]
     # Defined here rather than imported from the writer's module, which imports this one.
@@ -182,7 +185,7 @@ def render() -> tuple[str, str]:
     text = "\n".join(head) + "\n\n" + body + "\nENTRIES = {\n" + "\n".join(module.entries) + "\n}\n"
     pxd = [_HEADER.replace("Compiled with _decoders.pxd beside it", "The C types of _decoders.py's functions,"),
            "cimport cython", "from dissector cimport fixedwidth",
-           "from dissector.records cimport summarize_field as _records", ""]
+           "from dissector.records cimport summarize_span as _records", ""]
     assigned = _assigned_names(text)
     for name in module.functions:
         # Only the counters a function has: the .pxd check refuses a local the function lacks.
