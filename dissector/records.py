@@ -155,9 +155,8 @@ def summarize(data: bytes | bytearray | memoryview | None, *, check_crc: bool = 
 
 def summarize_field(data: bytes | bytearray | memoryview | None, check_crc: bool = True,
                     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> RecordsSummary:
-    """:func:`summarize`, its arguments positional: compiled, a C function the body decoders cimport
-    (``schema/_decoders.pxd``) for each records field, where calling ``summarize`` through Python
-    parsed its keywords."""
+    """:func:`summarize`, its arguments positional: compiled, a C function (``records.pxd``) that
+    :func:`summarize_span`, which the body decoders cimport, calls without parsing keywords."""
     try:
         return _summarize(data, check_crc, max_decompressed)
     except Exception as e:  # noqa: BLE001 - the contract is "never raise"
