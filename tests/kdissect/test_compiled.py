@@ -99,7 +99,8 @@ def test_every_pxd_declares_a_compiled_module() -> None:
     # A .pxd beside a module that is not compiled would declare types nothing uses; but one of inline
     # functions alone (dissector/fixedwidth.pxd) is code its compiled cimporters inline, and its module
     # must stay Python: compiled, its functions would be defined twice.
-    pxds = [p for pkg in ("capture", "dissector", "kdissect", "payloads", "hotpath") for p in (REPO / pkg).rglob("*.pxd")]
+    pxds = [p for pkg in ("capture", "dissector", "kdissect", "payloads", "hotpath")
+            for p in (REPO / pkg).rglob("*.pxd")]
     assert pxds
     inline_only = {p for p in pxds if "cdef inline" in p.read_text()
                    and not any(w in p.read_text() for w in ("cdef class", "cpdef"))}
