@@ -53,7 +53,9 @@ PARTS = [
     ("  TCP fast path (established)", r"__pyx_f_7capture_(?:8fastpath_established|8pipeline__established)(?:\s|$)"),
     ("  dissector (Connection.feed)", _method("dissector.connection", "Connection", "feed")),
     ("    generated body decoders", _method("dissector.decoders", "Decoders", "decode")),
-    ("    record batch summary", r"__pyx_pw_9dissector_7records_\d+summarize "),
+    # summarize's Python wrapper until the body decoders called summarize_field in C: either, across the change
+    ("    record batch summary",
+     r"__pyx_(?:pw_9dissector_7records_\d+summarize|f_9dissector_7records_summarize_field) "),
     ("rows and writer (CaptureWriter.event)", _method("kdissect.dataset.writer", "CaptureWriter", "event")),
     ("  RowBuilder.exchange", _method("kdissect.dataset.rows", "RowBuilder", "exchange")),
     # body_bytes whole: orjson's dumps until the C writer (hotpath.speedups.plain_json) wrote most bodies

@@ -1,6 +1,6 @@
 # Compiled build only (setup.py); batchheader.py stays the only source, and its docstring says what this file changes.
 cimport cython
-from dissector.ints cimport be_int, be_uint
+from dissector cimport fixedwidth
 from hotpath._speedups cimport crc32c_of
 
 cdef Py_ssize_t _V2_MIN_LENGTH, _V2_CRC_FROM, _MIN_RECORD

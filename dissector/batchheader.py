@@ -6,8 +6,8 @@ then has a fixed 61-byte header (KIP-98), read by :meth:`BatchHeader.read` alone
 records field (:func:`dissector.records.summarize`) and the full decode (:mod:`dissector.recordset`)
 both use it.
 
-Compiled (``batchheader.pxd``), :class:`BatchHeader` holds C integers, read byte by byte with
-:mod:`dissector.ints`, and is filled in place, so that a walk over many batches allocates one, made
+Compiled (``batchheader.pxd``), :class:`BatchHeader` holds C integers, read with the inlined readers of
+:mod:`dissector.fixedwidth`, and is filled in place, so that a walk over many batches allocates one, made
 without its ``__init__`` (``BatchHeader.__new__``): the dataclass call costs more than the whole read. A
 constant whose name starts with ``_`` is the public one's C twin: compiled, a ``.pxd``'s C global is no
 module attribute, and the modules importing the public one declare their own C copies the same way.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from hotpath.speedups import crc32c_of
 
 from dissector.errors import RecordsBadLength, RecordsError
-from dissector.ints import be_int, be_uint
+from dissector import fixedwidth
 from dissector.legacy import LEGACY_MIN_SIZE
 
 __all__ = ["BatchHeader", "entry_end", "V2_HEADER", "V2_MIN_LENGTH", "V2_CRC_FROM", "MIN_RECORD"]
@@ -40,7 +40,7 @@ def entry_end(b: bytes, pos: int, n: int) -> int:
     """
     if n - pos < 17:
         return -1
-    length = be_int(b, pos + 8, 4)
+    length = fixedwidth.i32(b, pos + 8)
     magic = b[pos + 16]
     if magic == 2:
         if length < _V2_MIN_LENGTH:
@@ -73,18 +73,18 @@ class BatchHeader:
 
     def read(self, b: bytes, pos: int) -> None:
         """Read the header of the batch at ``pos``; the caller made sure its 61 bytes are there."""
-        self.base_offset = be_int(b, pos, 8)
-        self.batch_length = be_int(b, pos + 8, 4)
-        self.partition_leader_epoch = be_int(b, pos + 12, 4)
-        self.crc = be_uint(b, pos + 17, 4)
-        self.attributes = be_int(b, pos + 21, 2)
-        self.last_offset_delta = be_int(b, pos + 23, 4)
-        self.base_timestamp = be_int(b, pos + 27, 8)
-        self.max_timestamp = be_int(b, pos + 35, 8)
-        self.producer_id = be_int(b, pos + 43, 8)
-        self.producer_epoch = be_int(b, pos + 51, 2)
-        self.base_sequence = be_int(b, pos + 53, 4)
-        self.record_count = be_int(b, pos + 57, 4)
+        self.base_offset = fixedwidth.i64(b, pos)
+        self.batch_length = fixedwidth.i32(b, pos + 8)
+        self.partition_leader_epoch = fixedwidth.i32(b, pos + 12)
+        self.crc = fixedwidth.u32(b, pos + 17)
+        self.attributes = fixedwidth.i16(b, pos + 21)
+        self.last_offset_delta = fixedwidth.i32(b, pos + 23)
+        self.base_timestamp = fixedwidth.i64(b, pos + 27)
+        self.max_timestamp = fixedwidth.i64(b, pos + 35)
+        self.producer_id = fixedwidth.i64(b, pos + 43)
+        self.producer_epoch = fixedwidth.i16(b, pos + 51)
+        self.base_sequence = fixedwidth.i32(b, pos + 53)
+        self.record_count = fixedwidth.i32(b, pos + 57)
 
     def crc_matches(self, b: bytes, pos: int) -> bool:
         """Whether the CRC-32C of the batch at ``pos`` is the one its header sent."""

@@ -33,7 +33,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from dissector import budget, quirks
+from dissector import budget, fixedwidth, quirks
 from dissector.decoders import DECODE_ERRORS, Decoders, default_decoders
 from dissector.embedded import decode_group_payloads
 from dissector.events import (
@@ -58,7 +58,6 @@ from dissector.framing import (
 )
 from dissector.held import STEP as HELD_STEP
 from dissector.infer import Inference, infer_response
-from dissector.ints import be_int
 from dissector.redact import needs_redaction, redact
 from dissector.skim import SKIMMED, skimmed, unskimmed
 from dissector.resync import RESYNC_KEEP, find_request, find_response, resync_detail
@@ -201,7 +200,7 @@ class Connection:
                     return out
                 head = side.take()
                 side.keep(head, side.first_ts)
-                size = be_int(head, 0, 4)
+                size = fixedwidth.i32(head, 0)
                 if not self._size_ok(direction, size):
                     self._bad_size(direction, side, size, ts, out)
                     return out
@@ -350,7 +349,7 @@ class Connection:
         n = len(buf)
         to_broker = direction == TO_BROKER
         while n - pos >= 4:
-            size = be_int(buf, pos, 4)
+            size = fixedwidth.i32(buf, pos)
             if not self._size_ok(direction, size):
                 side.offset += pos
                 side.keep(buf[pos:], first_ts)
@@ -496,7 +495,7 @@ class Connection:
                 out.append(Anomaly("malformed", TO_CLIENT, first_ts, f"response of {len(frame)} bytes has no header",
                                    offset))
             return
-        corr = be_int(frame, 0, 4)
+        corr = fixedwidth.i32(frame, 0)
         entry = self._pending.pop(corr, None)
         if entry is not None:
             seq, req = entry

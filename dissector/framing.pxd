@@ -1,7 +1,7 @@
 # Compiled build only (setup.py): the request header as an extension type (see events.pxd).
 # framing.py stays the only source; pure Python ignores this file.
 cimport cython
-from dissector.ints cimport be_int
+from dissector cimport fixedwidth
 
 # The header-version tables as C-level dicts, read with a typed get per frame (compiled, they
 # are not module attributes: other modules ask known_request and the *_header_version functions).

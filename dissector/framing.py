@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from dissector import schema
 from dissector.decoders import DECODE_ERRORS, Decoders, default_decoders
 from dissector.errors import Underflow
-from dissector.ints import be_int
+from dissector import fixedwidth
 from dissector.primitives import read_tags
 
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # a broker's socket.request.max.bytes default
@@ -84,7 +84,7 @@ def parse_request_header(frame: bytes) -> RequestHeader:
     size = len(b)
     whole = size >= 10    # a shorter frame fails in struct, as it always did
     if whole:
-        api_key, version, corr = be_int(b, 0, 2), be_int(b, 2, 2), be_int(b, 4, 4)
+        api_key, version, corr = fixedwidth.i16(b, 0), fixedwidth.i16(b, 2), fixedwidth.i32(b, 4)
     else:
         api_key, version, corr = _HHI(b, 0)
     known = _REQ_HEADER.get(api_key * 65536 + version)
@@ -92,7 +92,7 @@ def parse_request_header(frame: bytes) -> RequestHeader:
     o = 8
     client_id = None
     if hv >= 1:
-        n = be_int(b, 8, 2) if whole else _H(b, 8)[0]
+        n = fixedwidth.i16(b, 8) if whole else _H(b, 8)[0]
         o = 10
         if n >= 0:
             end = o + n
@@ -113,7 +113,7 @@ def parse_request_header(frame: bytes) -> RequestHeader:
 
 def parse_response_header(frame: bytes, header_version: int) -> tuple[int, int, dict[int, bytes] | None]:
     """(correlation id, body offset, header tags)."""
-    corr = be_int(frame, 0, 4) if len(frame) >= 4 else _SIZE(frame, 0)[0]   # too short: struct.error as ever
+    corr = fixedwidth.i32(frame, 0) if len(frame) >= 4 else _SIZE(frame, 0)[0]   # too short: struct.error as ever
     if header_version >= 1:
         if frame[4] == 0:
             return corr, 5, None

@@ -2,8 +2,9 @@
 
 A ``struct`` call costs ~700 instructions: argument parsing, a tuple, an int per field.
 Compiled with ``ints.pxd`` beside it, these are C functions: each byte read is a C
-load, and the callers that cimport them (``records.pxd``, ``schema/_decoders.pxd``)
-get C integers back. As Python they read the same values, more slowly. The caller
+load, and the callers that cimport them (``records.pxd``, ``dissector/fixedwidth.pxd``)
+get C integers back; the hot readers of a known width are :mod:`dissector.fixedwidth`'s,
+inlined, which fall back to these. As Python they read the same values, more slowly. The caller
 makes sure the bytes are there (or, compiled, lets the bounds check raise IndexError).
 Every step of :func:`be_int`, starting from the sign-extended first byte, stays in
 range of a C long long, and :func:`be_uint` reads at most 7 bytes for the same

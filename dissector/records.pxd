@@ -13,6 +13,10 @@ cdef class RecordsSummary:
     cdef public object base_sequence, transactional, control, crc_checked, crc_failures, partial_tail
     cdef public object tail_bytes, error, error_offset, first_crc, data, out_of_range
 
+cpdef object summarize_field(object data, object check_crc=*, object max_decompressed=*)
+@cython.locals(at="const unsigned char*")
+cpdef object summarize_span(bytes b, Py_ssize_t start, Py_ssize_t end)
+
 # first_offset, last_offset and first_ts stay Python objects: a legacy wrapper's may be None.
 @cython.locals(b=bytes, n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, magic=int, magic_mask=int, batches=Py_ssize_t,
                records="long long", wrappers=Py_ssize_t, unopened=Py_ssize_t, codec="long long", c="long long",

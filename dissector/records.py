@@ -154,12 +154,29 @@ def summarize(data: bytes | bytearray | memoryview | None, *, check_crc: bool = 
     call, because nothing else tells how many messages they hold (see
     :func:`dissector.legacy.count_wrapper`).
     """
+    return summarize_field(data, check_crc, max_decompressed)
+
+
+def summarize_field(data: bytes | bytearray | memoryview | None, check_crc: bool = True,
+                    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> RecordsSummary:
+    """:func:`summarize`, its arguments positional: compiled, a C function (``records.pxd``) that
+    :func:`summarize_span`, which the body decoders cimport, calls without parsing keywords."""
     try:
         return _summarize(data, check_crc, max_decompressed)
     except Exception as e:  # noqa: BLE001 - the contract is "never raise"
         n = len(data) if isinstance(data, (bytes, bytearray, memoryview)) else 0
         return RecordsSummary(total_bytes=n, error=f"internal error: {e!r}", error_offset=0,
                               data=data if isinstance(data, bytes) else None)
+
+
+def summarize_span(b: bytes, start: int, end: int) -> RecordsSummary:
+    """:func:`summarize_field` of ``b[start:end]``: what the compiled body decoders call for each records
+    field, its bytes checked to be in ``b``. Compiled (``records.pxd``), they are copied out through a
+    pointer, where slicing ``b`` made and freed a slice object (~400 instructions)."""
+    if not 0 <= start <= end <= len(b):
+        raise IndexError(f"bytes {start} to {end} of {len(b)}")
+    at = b
+    return summarize_field(at[start:end])
 
 
 def _summarize(data: bytes | bytearray | memoryview | None, check_crc: bool, max_decompressed: int) -> RecordsSummary:

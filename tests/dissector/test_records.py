@@ -40,6 +40,7 @@ from dissector.records import (
     RecordsSummary,
     decode_records,
     summarize,
+    summarize_span,
 )
 
 kbuilders = pytest.importorskip("kafka.record.default_records")
@@ -181,6 +182,18 @@ def test_v2_builder_roundtrip(lib, codec):
     json.dumps(s.to_dict())
     json.dumps(rs.to_dict())
 
+
+
+def test_a_span_of_a_body_is_summarized_as_its_slice():
+    # What the compiled body decoders call: the records field's bytes inside the body, not sliced out first.
+    data = with_base_offset(build_v2("kafka", 0, transactional=False, pid=1, pepoch=0, bseq=0), 7)
+    body = b"\x01\x02" + data + b"\x03"
+    got, want = summarize_span(body, 2, 2 + len(data)), summarize(data)
+    assert got.to_dict() == want.to_dict() and got.data == data
+    assert summarize_span(body, 2, 2).to_dict() == summarize(b"").to_dict()
+    for start, end in ((3, 2), (-1, 2), (0, len(body) + 1)):
+        with pytest.raises(IndexError):
+            summarize_span(body, start, end)
 
 def test_several_batches_and_codecs_in_one_field():
     parts = [with_base_offset(build_v2("aiokafka", c, recs=RECS[:2]), 10 * c) for c in range(5)]
