@@ -6,7 +6,9 @@ from dissector.decoders cimport Decoded, Decoders
 from dissector.events cimport Request, Response, response_expected
 from dissector.framing cimport RequestHeader, parse_request_header, parse_response_header, response_header_version
 from dissector.ints cimport be_int
-from dissector.skim cimport Skim, skimmed
+from dissector.skim cimport Skim, answers_skimmed, skimmed
+
+cdef long long _SKIM_UNCOPIED
 
 cdef class _Side:
     cdef public object budget, chunks, counted, have, need, first_ts, offset, synced, skip

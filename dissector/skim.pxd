@@ -20,3 +20,6 @@ cdef int _i16(bytes b, Py_ssize_t o)
 @cython.locals(api_key=int, acks=object)
 cpdef Request skimmed(Skim skim, RequestHeader hdr, bytes frame, object size, object first_ts, object last_ts,
                       object offset)
+
+@cython.locals(entry=tuple, req=Request)
+cpdef bint answers_skimmed(Skim skim, dict pending, object corr) except -1

@@ -101,6 +101,16 @@ def skimmed(skim: Skim, hdr: Any, frame: bytes, size: int, first_ts: int, last_t
                    hdr.header_version, None, SKIMMED, offset, frame, hdr.tags)
 
 
+def answers_skimmed(skim: Skim, pending: dict, corr: int) -> bool:
+    """Whether a response of correlation id ``corr`` answers a request of ``pending`` (a connection's
+    ``_pending``) that was skimmed, while skimming goes on: then nothing of its frame but the id is read."""
+    entry = pending.get(corr)
+    if entry is None:
+        return False
+    req = entry[1]
+    return req.failure is SKIMMED and skim.active()
+
+
 def unskimmed(decoders: Any, req: Request) -> Request:
     """A skimmed request decoded, as :meth:`Connection._request` decodes it (known api and version, whole)."""
     frame = req.raw
