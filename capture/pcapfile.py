@@ -283,3 +283,22 @@ def _plain_records(b: bytes, pos: int, n: int, hlen: int, little: bool, frac_ns:
         dropping.seen = seen
         dropping.last_ts = ts
     return pos
+
+
+def skip_records(b: bytes, at: int, stop: int, hlen: int, little: bool, n: int, every: int) -> tuple[int, int]:
+    """Step over records of ``b`` by their headers' captured lengths, from offset ``at``, the ``n``-th
+    record: (records counted, offset reached). Stops at a record whose header does not end within
+    ``stop`` (at most ``len(b)``) and at one whose index is a multiple of ``every``, which the caller
+    looks into (:func:`kdissect.run.ranges.survey`: walked in C, every 64th record parsed in Python)."""
+    p = b
+    if stop > len(b):
+        stop = len(b)
+    while at + hlen <= stop and n % every:
+        c = at + 8
+        if little:
+            caplen = p[c] | (p[c + 1] << 8) | (p[c + 2] << 16) | (p[c + 3] << 24)
+        else:
+            caplen = (p[c] << 24) | (p[c + 1] << 16) | (p[c + 2] << 8) | p[c + 3]
+        at += hlen + caplen
+        n += 1
+    return n, at

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from capture import CaptureError, open_capture
-from capture.pcapfile import MAGICS
+from capture.pcapfile import MAGICS, skip_records
 from capture.packet import parser_for, reverse_key
 
 # Skimming a small Produce exchange costs about this fraction of decoding it into rows: compiled, 26.7k
@@ -113,7 +113,7 @@ def survey(capture: Sequence[Path], every: int = 64, walk: int = 128 << 20) -> S
                 size = os.fstat(f.fileno()).st_size
                 u32 = struct.Struct(order + "I").unpack_from
                 parse = parser_for(u32(head, 20)[0] & 0xFFFF)
-                n, pos = _walk(f, size, min(size, walk), hlen, u32, parse, every, loads)
+                n, pos = _walk(f, size, min(size, walk), hlen, u32, parse, every, loads, order == "<")
                 walked_packets += n
                 walked_bytes += pos - 24
                 if min(size, walk) < size and pos < size:
@@ -137,7 +137,7 @@ _MAX_PARSED = 1 << 20
 
 
 def _walk(f: BinaryIO, size: int, end: int, hlen: int, u32: Callable, parse: Callable | None, every: int,
-          loads: dict[bytes, int]) -> tuple[int, int]:
+          loads: dict[bytes, int], little: bool) -> tuple[int, int]:
     """Walk the records from offset 24 to ``end``: (records whose header starts before it, where the walk
     stopped), every ``every``-th record parsed into ``loads``."""
     pos, n = 24, 0
@@ -149,8 +149,15 @@ def _walk(f: BinaryIO, size: int, end: int, hlen: int, u32: Callable, parse: Cal
             base, buf, at = pos, f.read(_CHUNK), 0
             if len(buf) < hlen:
                 break
+        if n % every:
+            # To the next record parsed, the chunk's end or ``end``, in C when compiled (a record in ~10
+            # instructions, where this loop's own steps cost ~2,000: 10 ms of a 20,000-exchange capture's
+            # survey, before any worker starts).
+            n, at = skip_records(buf, at, min(len(buf), end - base), hlen, little, n, every)
+            pos = base + at
+            continue
         caplen = u32(buf, at + 8)[0]
-        if not n % every and parse is not None and pos + hlen + caplen <= size and caplen <= _MAX_PARSED:
+        if parse is not None and pos + hlen + caplen <= size and caplen <= _MAX_PARSED:
             if at + hlen + caplen > len(buf):
                 f.seek(pos)
                 base, buf, at = pos, f.read(max(_CHUNK, hlen + caplen)), 0
