@@ -31,11 +31,13 @@ from capture import CaptureError, open_capture
 from capture.pcapfile import MAGICS, skip_records
 from capture.packet import parser_for, reverse_key
 
-# Skimming a small Produce exchange costs about this fraction of decoding it into rows: compiled, 26.7k
-# instructions against 107.6k (callgrind: decode_share skimming all of a one-connection capture of 20,000
-# exchanges, and decoding all of it, less a share of one packet), 0.23 in CPU time on 200,000. Timed with
-# two workers on that capture, 0.22 ends them within 0.06 s of each other (0.28: 0.1 s apart).
-SKIM_COST = 0.22
+# Skimming a small Produce exchange costs about this fraction of decoding it into rows: compiled, 20.8k
+# instructions against 102.3k (callgrind: decode_share skimming the first 10,000 and the first 40,000
+# packets of a one-connection capture of small Produce requests, differenced; bench_instructions.py for
+# the full decode). In CPU time it is less: the two shares of that capture of 200,000 exchanges, each
+# decoded alone, end 0.15 s apart with 0.22 (worker 0 last), 0.05 s with 0.18, 0.01 s with 0.16 (CPU time,
+# at load 3-5: a few hundredths are noise).
+SKIM_COST = 0.17
 # Packets whose connections are sampled to choose the split.
 SAMPLE_PACKETS = 4000
 
