@@ -10,3 +10,7 @@ from hotpath._speedups cimport frame_share
 cpdef Py_ssize_t _plain_records(bytes b, Py_ssize_t pos, Py_ssize_t n, Py_ssize_t hlen, bint little,
                                 unsigned long long frac_ns, unsigned long long soft, object linktype,
                                 Py_ssize_t l3, Py_ssize_t ethertype_at, Dropping dropping, list out) except -1
+
+@cython.locals(p="const unsigned char*", c=Py_ssize_t, caplen="unsigned long long")
+cpdef tuple skip_records(bytes b, Py_ssize_t at, Py_ssize_t stop, Py_ssize_t hlen, bint little, Py_ssize_t n,
+                         Py_ssize_t every)

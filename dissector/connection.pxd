@@ -7,6 +7,10 @@ from dissector.decoders cimport Decoded, Decoders
 from dissector.events cimport Request, Response, response_expected
 from dissector.framing cimport RequestHeader, parse_request_header, parse_response_header, response_header_version
 from dissector.redact cimport needs_redaction
+from dissector.ints cimport be_int
+from dissector.skim cimport Skim, answers_skimmed, skimmed
+
+cdef long long _SKIM_UNCOPIED
 
 cdef class _Side:
     cdef public object budget, chunks, counted, have, need, first_ts, offset, synced, skip
@@ -24,7 +28,8 @@ cdef class Connection:
     cdef public Options options
     cdef public object topics, _sides, _pending_bytes, _cap_hits, _seq, _older_from
     cdef public object _seen_versions, _sasl_raw, _sasl_mechanism, _last_ts, _orphans, _full_misses
-    cdef public object _inference_limited, _inferred, _skew_reported, _messages, _software, _skim
+    cdef public object _inference_limited, _inferred, _skew_reported, _messages, _software
+    cdef public Skim _skim
 
     @cython.locals(side=_Side)
     cpdef feed(self, direction, data, ts)
@@ -36,7 +41,7 @@ cdef class Connection:
     cpdef _request(self, frame, first_ts, last_ts, offset, out, truncated_size=*)
     @cython.locals(gone=Request, pending=dict, old=tuple)
     cpdef _wait(self, Request req, corr, first_ts, offset, out)
-    cpdef _unskim(self, req)
+    cpdef Request _unskim(self, Request req)
     @cython.locals(req=Request, d=Decoded, v0=Decoded, unanswered=Request, resp=Response, pending=dict)
     cpdef _response(self, frame, first_ts, last_ts, offset, out, truncated_size=*)
     cpdef _after_request(self, api_key, version, body, size=*)

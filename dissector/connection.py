@@ -36,30 +36,14 @@ from typing import Any
 from dissector import budget, fixedwidth, quirks
 from dissector.decoders import DECODE_ERRORS, Decoders, default_decoders
 from dissector.embedded import decode_group_payloads
-from dissector.events import (
-    Anomaly,
-    DecodeFailure,
-    Direction,
-    Event,
-    Exchange,
-    Request,
-    Response,
-    SaslToken,
-    Status,
-    response_expected,
-)
-from dissector.framing import (
-    DEFAULT_MAX_FRAME,
-    known_request,
-    parse_request_header,
-    parse_response_header,
-    request_frame_decodes,
-    response_header_version,
-)
+from dissector.events import (Anomaly, DecodeFailure, Direction, Event, Exchange, Request, Response, SaslToken, Status,
+                              response_expected)
+from dissector.framing import (DEFAULT_MAX_FRAME, known_request, parse_request_header, parse_response_header,
+                               request_frame_decodes, response_header_version)
 from dissector.held import STEP as HELD_STEP
 from dissector.infer import Inference, infer_response
 from dissector.redact import needs_redaction, redact
-from dissector.skim import SKIMMED, skimmed, unskimmed
+from dissector.skim import SKIMMED, answers_skimmed, skimmed, unskimmed
 from dissector.resync import RESYNC_KEEP, find_request, find_response, resync_detail
 from dissector.topics import TEACHING_APIS, TopicRegistry
 
@@ -73,6 +57,9 @@ _GROUP_APIS = frozenset({11, 14, 15})
 _FULL_INFERENCES = 64    # orphans per connection given a full search before shortcuts start
 _REQUEST_COST = 1024     # bytes a waiting decoded request costs besides its frame (objects, body dict)
 _HELD_STEP = HELD_STEP   # see dissector/held.py
+# A skimmed request's response from this size on is not copied out of its buffer (a Fetch's, mostly):
+# smaller, the copy costs less than the second look-up of its request (callgrind).
+_SKIM_UNCOPIED = 4096
 
 
 _LIMIT = "DecodeLimit"                 # the failure of a body cut at its decoding budget (dissector.budget)
@@ -363,6 +350,10 @@ class Connection:
                 return
             if to_broker:
                 self._request(b[pos + 4:end], first_ts, ts, side.offset + pos, out)
+            elif (size >= _SKIM_UNCOPIED and self._skim is not None and not self._skim.done
+                  and answers_skimmed(self._skim, self._pending, be_int(buf, pos + 4, 4))):
+                # A skimmed request's answer while skimming: its correlation id is all _response reads of it.
+                self._response(b[pos + 4:pos + 8], first_ts, ts, side.offset + pos, out)
             else:
                 self._response(b[pos + 4:end], first_ts, ts, side.offset + pos, out)
             first_ts = ts

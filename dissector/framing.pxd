@@ -14,6 +14,8 @@ cdef class RequestHeader:
                hv=Py_ssize_t, o=Py_ssize_t, n=Py_ssize_t, end=Py_ssize_t)
 cpdef RequestHeader parse_request_header(object frame)
 
+cpdef bint known_request(api_key, version)
+
 cpdef response_header_version(api_key, version)
 
 @cython.locals(corr="long long")

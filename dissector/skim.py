@@ -21,7 +21,8 @@ from typing import Any
 from dissector.events import DecodeFailure, Request
 from dissector.framing import known_request, parse_request_header
 
-# Produce and Fetch: whether a response comes depends only on Produce's acks, read below.
+# Produce and Fetch: whether a response comes depends only on Produce's acks, read below
+# (:func:`skimmed` tests the two keys itself).
 SKIMMED_APIS = frozenset({0, 1})
 # The failure a skimmed request carries until it is decoded (identity-compared).
 SKIMMED = DecodeFailure("Skimmed", "body not decoded before this worker's range", 0)
@@ -41,7 +42,8 @@ class Skim:
     def active(self) -> bool:
         if self.done:
             return False
-        if self.counter.packets < self.start:
+        packets = self.counter.packets
+        if packets < self.start:
             return True
         self.done = True
         return False
@@ -88,13 +90,25 @@ def skimmed(skim: Skim, hdr: Any, frame: bytes, size: int, first_ts: int, last_t
     """The request of header ``hdr`` left undecoded (its frame kept for :func:`unskimmed`) if ``skim``
     is on and its api is skimmed; else None: the caller decodes it."""
     api_key = hdr.api_key
-    if (skim.done or api_key not in SKIMMED_APIS or not known_request(api_key, hdr.api_version)
-            or not skim.active()):
+    # Cheapest first: most frames of a skimmed stretch are Produce or Fetch, all of them known.
+    if api_key > 1 or api_key < 0 or skim.done or not skim.active() or not known_request(api_key, hdr.api_version):
         return None
-    if api_key == 0 and produce_acks(frame, hdr.body_offset, hdr.api_version) in (None, 0):
-        return None
+    if api_key == 0:
+        acks = produce_acks(frame, hdr.body_offset, hdr.api_version)
+        if acks is None or acks == 0:
+            return None
     return Request(api_key, hdr.api_version, hdr.correlation_id, hdr.client_id, size, first_ts, last_ts,
                    hdr.header_version, None, SKIMMED, offset, frame, hdr.tags)
+
+
+def answers_skimmed(skim: Skim, pending: dict, corr: int) -> bool:
+    """Whether a response of correlation id ``corr`` answers a request of ``pending`` (a connection's
+    ``_pending``) that was skimmed, while skimming goes on: then nothing of its frame but the id is read."""
+    entry = pending.get(corr)
+    if entry is None:
+        return False
+    req = entry[1]
+    return req.failure is SKIMMED and skim.active()
 
 
 def unskimmed(decoders: Any, req: Request) -> Request:

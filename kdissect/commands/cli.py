@@ -7,7 +7,8 @@ import argparse
 import gc
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from kdissect.commands.parser import build_parser
 from kdissect.errors import (
@@ -295,6 +296,25 @@ def run() -> int:
     of its walks; everything is still flushed and closed, and atexit handlers run.
     Not in :func:`main`, which tests and notebooks call in a process that goes on.
     """
-    code = main(own_process=True)
+    with _field_spec_once():
+        code = main(own_process=True)
     gc.freeze()
     return code
+
+
+@contextmanager
+def _field_spec_once() -> Iterator[None]:
+    """While the command runs, ``inspect.getfullargspec(dataclasses.field)`` is worked out once. Cython's
+    dataclasses (the compiled modules' events, headers, rows) ask it once per field as their modules load,
+    370 times: 69M instructions, an eighth of an empty capture's ``kdissect decode``. Other callables
+    are asked as ever; the function is put back afterwards."""
+    import dataclasses
+    import inspect
+
+    real, field = inspect.getfullargspec, dataclasses.field
+    spec = real(field)
+    inspect.getfullargspec = lambda func: spec if func is field else real(func)
+    try:
+        yield
+    finally:
+        inspect.getfullargspec = real

@@ -474,6 +474,7 @@ def decode_parallel(captures: list[Capture], outdir: Path, options: DecodeOption
     lost: list[str] = []
     dead = [0] * len(captures)            # range shares of each capture whose worker died
     running: list[_Running] = []
+    ending: list[object] = []             # workers that sent their result, not yet reaped
     pending = list(reversed(tasks))
     next_commit = 0
     try:
@@ -503,7 +504,9 @@ def decode_parallel(captures: list[Capture], outdir: Path, options: DecodeOption
                     raise KdissectError(f"{r.task.capture[0]}: the worker decoding share {r.task.share.index + 1} of "
                                         f"{r.task.share.count} failed: {r.error}")
                 if r.result is not None:
-                    r.process.join()  # type: ignore[attr-defined]
+                    # Reaped at the end, not now: a worker that sent its result still tears down its
+                    # memory (~10-20 ms for a capture of 20,000 exchanges), which the files need not wait for.
+                    ending.append(r.process)
                     running.remove(r)
                     done.setdefault(r.task.capture_index, []).append(r.result)
             if on_progress is not None:
@@ -531,6 +534,9 @@ def decode_parallel(captures: list[Capture], outdir: Path, options: DecodeOption
         for results in done.values():
             discard(results)
         raise
+    finally:
+        for proc in ending:
+            proc.join()  # type: ignore[attr-defined]
     if lost:
         raise KdissectError("\n".join(lost))
 

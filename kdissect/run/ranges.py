@@ -28,14 +28,16 @@ from pathlib import Path
 from typing import BinaryIO
 
 from capture import CaptureError, open_capture
-from capture.pcapfile import MAGICS
+from capture.pcapfile import MAGICS, skip_records
 from capture.packet import parser_for, reverse_key
 
-# Skimming a small Produce exchange costs about this fraction of decoding it into rows: compiled, 26.7k
-# instructions against 107.6k (callgrind: decode_share skimming all of a one-connection capture of 20,000
-# exchanges, and decoding all of it, less a share of one packet), 0.23 in CPU time on 200,000. Timed with
-# two workers on that capture, 0.22 ends them within 0.06 s of each other (0.28: 0.1 s apart).
-SKIM_COST = 0.22
+# Skimming a small Produce exchange costs about this fraction of decoding it into rows: compiled, 20.8k
+# instructions against 102.3k (callgrind: decode_share skimming the first 10,000 and the first 40,000
+# packets of a one-connection capture of small Produce requests, differenced; bench_instructions.py for
+# the full decode). In CPU time it is less: the two shares of that capture of 200,000 exchanges, each
+# decoded alone, end 0.15 s apart with 0.22 (worker 0 last), 0.05 s with 0.18, 0.01 s with 0.16 (CPU time,
+# at load 3-5: a few hundredths are noise).
+SKIM_COST = 0.17
 # Packets whose connections are sampled to choose the split.
 SAMPLE_PACKETS = 4000
 
@@ -113,7 +115,7 @@ def survey(capture: Sequence[Path], every: int = 64, walk: int = 128 << 20) -> S
                 size = os.fstat(f.fileno()).st_size
                 u32 = struct.Struct(order + "I").unpack_from
                 parse = parser_for(u32(head, 20)[0] & 0xFFFF)
-                n, pos = _walk(f, size, min(size, walk), hlen, u32, parse, every, loads)
+                n, pos = _walk(f, size, min(size, walk), hlen, u32, parse, every, loads, order == "<")
                 walked_packets += n
                 walked_bytes += pos - 24
                 if min(size, walk) < size and pos < size:
@@ -130,14 +132,16 @@ def survey(capture: Sequence[Path], every: int = 64, walk: int = 128 << 20) -> S
 
 
 # The walk reads the file in chunks of this size: a memory map of it would count every page it touched
-# in the process's resident memory (100 MB more at the peak of a 537 MB capture).
-_CHUNK = 4 << 20
+# in the process's resident memory (100 MB more at the peak of a 537 MB capture). Each chunk is let go
+# before the next is read, and small enough for the allocator to hand the same memory back: a new 4 MB
+# chunk read while the last was held took fresh pages, 1,800 page faults (3-8 ms) a 7.5 MB capture.
+_CHUNK = 256 << 10
 # Larger captured lengths are skipped, not parsed: no link type's frames come near it.
 _MAX_PARSED = 1 << 20
 
 
 def _walk(f: BinaryIO, size: int, end: int, hlen: int, u32: Callable, parse: Callable | None, every: int,
-          loads: dict[bytes, int]) -> tuple[int, int]:
+          loads: dict[bytes, int], little: bool) -> tuple[int, int]:
     """Walk the records from offset 24 to ``end``: (records whose header starts before it, where the walk
     stopped), every ``every``-th record parsed into ``loads``."""
     pos, n = 24, 0
@@ -146,13 +150,21 @@ def _walk(f: BinaryIO, size: int, end: int, hlen: int, u32: Callable, parse: Cal
         at = pos - base
         if at + hlen > len(buf):
             f.seek(pos)
+            buf = b""
             base, buf, at = pos, f.read(_CHUNK), 0
             if len(buf) < hlen:
                 break
+        if n % every:
+            # To the next record parsed, the chunk's end or ``end``, in C when compiled: this loop's own
+            # steps took 10 ms of a 20,000-exchange capture's survey, before any worker starts.
+            n, at = skip_records(buf, at, min(len(buf), end - base), hlen, little, n, every)
+            pos = base + at
+            continue
         caplen = u32(buf, at + 8)[0]
-        if not n % every and parse is not None and pos + hlen + caplen <= size and caplen <= _MAX_PARSED:
+        if parse is not None and pos + hlen + caplen <= size and caplen <= _MAX_PARSED:
             if at + hlen + caplen > len(buf):
                 f.seek(pos)
+                buf = b""
                 base, buf, at = pos, f.read(max(_CHUNK, hlen + caplen)), 0
             _add_load(loads, parse(buf[at + hlen:at + hlen + caplen], u32(buf, at + 12)[0]))
         pos += hlen + caplen

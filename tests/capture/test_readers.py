@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capture import CaptureError, open_capture
+from capture.pcapfile import skip_records
 from tests.capture import pcaptools as pt
 
 PKT = pt.ether(pt.ipv4("10.0.0.1", "10.0.0.2", pt.tcp(1234, 9092, 1, payload=b"hello")))
@@ -267,3 +268,18 @@ def test_pcap_records_come_out_as_written_across_chunks(tmp_path_factory: pytest
         assert ("caplen_exceeds_wirelen" in kinds) == any(len(r[2]) > r[3] for r in recs)
         assert ("caplen_exceeds_snaplen" in kinds) == any(len(r[2]) > snaplen for r in recs)
         assert kinds <= {"caplen_exceeds_wirelen", "caplen_exceeds_snaplen"}
+
+
+@pytest.mark.parametrize("order", ["<", ">"])
+def test_records_are_stepped_over_by_their_captured_lengths(order: str) -> None:
+    """The survey's walk (kdissect.run.ranges): it stops at a record whose index is a multiple of ``every``
+    and at one whose header does not end within ``stop``."""
+    payloads = [b"", b"x" * 5, b"y" * 70, b"z" * 3]
+    buf = b"".join(struct.pack(order + "IIII", 1, 2, len(p), len(p)) + p for p in payloads)
+    starts = [sum(16 + len(p) for p in payloads[:i]) for i in range(len(payloads) + 1)]
+    little = order == "<"
+    assert skip_records(buf, 0, len(buf), 16, little, 1, 100) == (5, len(buf))
+    assert skip_records(buf, 0, len(buf), 16, little, 1, 3) == (3, starts[2])
+    assert skip_records(buf, starts[1], len(buf), 16, little, 3, 3) == (3, starts[1])
+    assert skip_records(buf, 0, starts[3] + 15, 16, little, 1, 100) == (4, starts[3])
+    assert skip_records(buf, 0, 10 ** 6, 16, little, 1, 100) == (5, len(buf))     # stop past the buffer

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import os
 import re
 import subprocess
@@ -201,3 +203,15 @@ def test_installed_command_is_python_m_kdissect() -> None:
     p = kd("decode", REPO / "samples" / "no-such.pcap", "-o", REPO / "out-never")
     one_line_error(p, "no-such.pcap")
     assert p.returncode == 2 and not (REPO / "out-never").exists()   # a missing input is bad use
+
+
+def test_the_command_works_out_the_dataclass_field_spec_once() -> None:
+    """Cython's dataclasses ask it of every field as the compiled modules load (kdissect.commands.cli.run)."""
+    from kdissect.commands.cli import _field_spec_once
+
+    real = inspect.getfullargspec
+    with _field_spec_once():
+        spec = inspect.getfullargspec(dataclasses.field)
+        assert spec == real(dataclasses.field) and inspect.getfullargspec(dataclasses.field) is spec
+        assert inspect.getfullargspec(dataclasses.replace) == real(dataclasses.replace)
+    assert inspect.getfullargspec is real

@@ -13,6 +13,7 @@ from kdissect.run.decode import decode_files
 from kdissect.run.parallel import decode_share, finish_capture
 from capture import open_capture
 from kdissect.run.ranges import PacketRange, packet_ranges, range_starts, split_kind, survey
+from kdissect.run import ranges
 from kdissect.run.shares import capture_shares, estimate_packets
 from kdissect.run.source import DecodeOptions
 
@@ -316,3 +317,13 @@ def test_survey_counts_every_packet_and_estimates_past_its_walk() -> None:
     size = pcap.stat().st_size
     estimated = survey([pcap, pcap, pcap], walk=size // 2).packets
     assert 2.5 * packets < estimated < 3.5 * packets
+
+
+def test_survey_walks_across_its_reads_as_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads of a few hundred bytes (records cut by them, records longer than one) count and sample what one
+    read does."""
+    pcap = REPO / "samples" / "group-rebalance.pcap"
+    whole = survey([pcap], every=3)
+    monkeypatch.setattr(ranges, "_CHUNK", 300)
+    assert survey([pcap], every=3) == whole
+    assert whole.packets == sum(1 for _ in open_capture(pcap)) and whole.loads
