@@ -62,6 +62,17 @@ class TextColumn:
     def __len__(self) -> int:
         return len(self.ends)
 
+    def __getitem__(self, i: int) -> bytes | None:
+        """Cell ``i``'s text (UTF-8), None if null: a row read back before its flush (``exchange_row``)."""
+        ends = self.ends
+        if i < 0:
+            i += len(ends)
+        if not 0 <= i < len(ends):
+            raise IndexError("cell index out of range")
+        if not self.valid[i]:
+            return None
+        return bytes(self.data[ends[i - 1] if i else 0:ends[i]])
+
     def truncate(self, k: int) -> None:
         """Keep the first ``k`` cells (the row builder takes back an exchange whose rows failed)."""
         if k >= len(self.ends):

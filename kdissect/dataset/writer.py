@@ -190,7 +190,10 @@ class TableWriter:
     def close(self) -> None:
         """Write everything (a typed empty file if there are no rows); the file stays under ``tmp``."""
         self.flush(final=True)
-        self._writer.close()
+        try:
+            self._writer.close()            # the footer: a full disk can refuse it too
+        except OSError as exc:
+            raise KdissectError(f"{self.path.parent}: write failed: {exc.strerror or exc}") from None
 
     def commit(self) -> None:
         self.close()
