@@ -1,7 +1,8 @@
 """Column buffers -> Arrow arrays, one row group at a time.
 
-Rows are appended cell by cell to one buffer per column (no dict per row): a
-plain list for most columns, a :class:`TextColumn` for the JSON bodies. Each
+Rows are appended cell by cell to one buffer per column (no dict per row): typed C buffers
+(``hotpath/_cells.pyx``) for the exchanges, partitions and anomalies tables when compiled, plain lists
+otherwise, a :class:`TextColumn` for the JSON bodies. Each
 buffer becomes an Arrow array here when a row group is flushed. This fills
 Arrow's buffers directly rather than calling ``pyarrow.array(list)``: that
 function asks pandas whether a list is "array-like" and so imports pandas, a

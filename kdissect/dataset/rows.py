@@ -3,16 +3,16 @@
 Nothing here does I/O; :mod:`kdissect.dataset.writer` owns the buffers, flushes them
 as Parquet row groups and counts what went in. There is no dict or object per
 row: each exchange's facts (its JSON texts, its partitions) are worked out
-once and appended straight to one list per column, in schema order.
+once and appended straight to one buffer per column, in schema order.
 Timestamps become integer microseconds (the tables store ``timestamp[us, UTC]``).
 
 Compiled (``rows.pxd``), :class:`RowBuilder` is an extension type whose attributes are C struct
 fields, and the messages, exchanges and connections of the exact classes the dissector and capture
 make (told apart with ``type(x) is``) have their fields read from C structs too, where an untyped one
-costs a type-dictionary lookup per field; the body and its entries are typed dicts. The column lists
-kept as attributes are appended to directly, where a stored bound method would be a generic call, and
-the rows each table holds before an exchange are four list sizes read in C, where a tuple from
-``_mark`` costs an exchange ~300 instructions.
+costs a type-dictionary lookup per field; the body and its entries are typed dicts. The columns are
+typed buffers (``hotpath/_cells.pyx``) whose ``add`` is inlined into this module's C (as Python, lists
+whose ``add`` is ``append``), and the rows each table holds before an exchange are the lengths of four
+first columns, where a tuple from ``_mark`` costs an exchange ~300 instructions.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from kdissect.dataset.tables import COLUMNS
 Row = dict[str, Any]
 # A TopicPath's fields, then the offset fields its partition entries have (see _plan).
 Plan = tuple[tuple[str, ...], str | None, str | None, str | None, str | None, str | None, tuple[str, ...]]
-Columns = Sequence[list]           # one list per column, in the table schema's order
+Columns = Sequence[Any]            # one buffer per column (kdissect.dataset.columns), in the schema's order
 _DIRECTION = {Direction.TO_BROKER: "request", Direction.TO_CLIENT: "response"}
 # In compact JSON a key is `"error_code":`; inside a string value its quotes would be
 # escaped, so this cannot match text that merely mentions the name.

@@ -100,7 +100,8 @@ def _is_share_file(file_name: str, name: str) -> bool:
 class TableWriter:
     """One table's column buffers, written to one Parquet file a row group at a time.
 
-    ``cols`` holds one list per column; row builders append to them directly and
+    ``cols`` holds one buffer per column (:func:`kdissect.dataset.columns.new_buffers`); row builders append to
+    them directly and
     the writer turns them into Arrow arrays when ``batch_rows`` rows (or
     ``batch_bytes`` of weighed cells) are waiting. pyarrow is imported, and the
     file opened, at the first flush, so a decode reaches its first packet without it.
