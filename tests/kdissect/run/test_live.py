@@ -378,7 +378,11 @@ def test_count_stops_after_n_packets_and_decodes_them_all(tmp_path: Path) -> Non
     assert kept
     _decode(kept, tmp_path / "kept")
     assert _rows(tmp_path / "live")[:2] == _rows(tmp_path / "kept")[:2]
-    assert len(_rows(tmp_path / "live")[0]) > 100
+    exchanges, partitions, _ = _rows(tmp_path / "live")
+    # How many exchanges 1,000 packets hold is the producer's batching: 55-205 seen, fewer under load, when
+    # each batch is larger. The records those requests carry are the burst's, 11,000-16,000 seen either way.
+    produced = sum(r[5] or 0 for r in partitions if r[2] == "request")
+    assert produced > 5000 and len(exchanges) > 20
     _no_leftovers(tmp_path / "live")
 
 
